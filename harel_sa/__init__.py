@@ -1,0 +1,45 @@
+"""harel_sa: a durable one-host message queue on SQLite.
+
+Producers ``publish`` events into groups; workers ``claim`` a group's head under a lease, then
+``ack`` or ``nack`` it. FIFO within a group, one message in flight per group, round-robin
+across groups, with a priority floor and routing keys.
+"""
+
+from harel_sa.aio import AsyncSqliteTransport
+from harel_sa.errors import (
+    BusyError,
+    HarelSAError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    NotADatabaseError,
+    ReadOnlyError,
+    SchemaError,
+    StorageError,
+    StorageFullError,
+    TransportClosedError,
+)
+from harel_sa.events import Event, Lease
+from harel_sa.schema import HEAD_REVISION, SCHEMA_VERSION, Names, metadata, schema_for
+from harel_sa.transport import SqliteTransport
+
+__all__ = [
+    "HEAD_REVISION",
+    "SCHEMA_VERSION",
+    "AsyncSqliteTransport",
+    "BusyError",
+    "Event",
+    "HarelSAError",
+    "InvalidArgumentError",
+    "InvalidArgumentTypeError",
+    "Lease",
+    "Names",
+    "NotADatabaseError",
+    "ReadOnlyError",
+    "SchemaError",
+    "SqliteTransport",
+    "StorageError",
+    "StorageFullError",
+    "TransportClosedError",
+    "metadata",
+    "schema_for",
+]

@@ -1,0 +1,213 @@
+"""``AsyncSqliteTransport``: the same operations, awaited, over aiosqlite.
+
+Every operation is one call into aiosqlite's connection thread, where it runs the very function
+the sync transport runs (``harel_sa.operations``): one thread hop per operation, however many
+statements it holds. An ``asyncio.Lock`` serializes whole operations, so one coroutine's
+``BEGIN IMMEDIATE`` never lands inside another's transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+import aiosqlite
+from sqlalchemy import Engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from harel_sa import operations as ops
+from harel_sa import startup
+from harel_sa.connect import display, driver_args, sqlite_url
+from harel_sa.core import Call, Calls, Options, Synchronous, default_clock
+from harel_sa.errors import InvalidArgumentError, TransportClosedError
+from harel_sa.events import E, Event, Lease
+from harel_sa.schema import DEFAULT_PREFIX
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Driver:
+    """An aiosqlite connection, ours or checked out of a caller's ``AsyncEngine``."""
+
+    conn: aiosqlite.Connection
+    where: str
+    handle: AsyncConnection | None = None  # the caller's engine connection, if any
+    prior_isolation: Any = None
+
+    @classmethod
+    async def open(cls, target: object, busy_timeout: float) -> _Driver:
+        if isinstance(target, AsyncEngine):
+            if target.dialect.name != "sqlite" or target.dialect.driver != "aiosqlite":
+                raise InvalidArgumentError(
+                    f"the AsyncEngine must use sqlite+aiosqlite, not {target.url.drivername!r}"
+                )
+            handle = await target.connect()
+            raw = await handle.get_raw_connection()
+            conn: aiosqlite.Connection = raw.driver_connection  # type: ignore[assignment]
+            prior = await _in_thread(conn, lambda: conn._conn.isolation_level)
+            return cls(conn, display(target.url), handle, prior)
+        url = sqlite_url(target.url if isinstance(target, Engine) else target)
+        args, kwargs = driver_args(url, busy_timeout)
+        with ops.storage_errors():
+            conn = await aiosqlite.connect(*args, **kwargs)
+        return cls(conn, display(url))
+
+    async def run(self, call: Call[T]) -> T:
+        return await _in_thread(self.conn, lambda: call(self.conn._conn))
+
+    async def close(self) -> None:
+        def restore(raw: sqlite3.Connection) -> None:
+            if raw.in_transaction:
+                raw.execute("ROLLBACK")
+            if self.handle is not None:
+                raw.isolation_level = self.prior_isolation
+
+        await self.run(restore)
+        if self.handle is None:
+            await self.conn.close()
+        else:
+            await self.handle.close()
+
+
+class AsyncSqliteTransport(Generic[E]):
+    """The async twin of :class:`~harel_sa.SqliteTransport`: same rules, errors and schema.
+
+    Open with ``await AsyncSqliteTransport.create(target, ...)``; ``target`` is a path, a URL, or
+    an ``AsyncEngine`` (``sqlite+aiosqlite``) the caller owns. Many coroutines may share one
+    transport. A cancelled call never leaves a transaction open: an operation already handed
+    to the driver finishes, and a claim whose caller was cancelled gives its lease back.
+    """
+
+    def __init__(self, calls: Calls[E], driver: _Driver) -> None:
+        """Use :meth:`create`."""
+        self._calls = calls
+        self._driver: _Driver | None = driver
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def create(
+        cls,
+        target: object,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        create_schema: bool = True,
+        clock: Callable[[], float] = default_clock,
+        busy_timeout: float = 5.0,
+        event_type: type[E] = Event,  # type: ignore[assignment]
+        synchronous: Synchronous = "FULL",
+    ) -> AsyncSqliteTransport[E]:
+        """Open the transport; the schema is created, upgraded or checked as in the sync one."""
+        options = Options(prefix, clock, busy_timeout, event_type, synchronous)
+        driver = await _Driver.open(target, options.busy_timeout)
+        try:
+            await driver.run(lambda raw: startup.run(raw, options, create_schema, driver.where))
+        except BaseException:
+            await driver.close()
+            raise
+        return cls(Calls(options), driver)
+
+    @property
+    def prefix(self) -> str:
+        return self._calls.options.names.prefix
+
+    async def _run(self, call: Call[T]) -> T:
+        async with self._lock:
+            if self._driver is None:
+                raise TransportClosedError("the transport is closed")
+            done = asyncio.ensure_future(self._driver.run(call))
+            try:
+                return await asyncio.shield(done)
+            except asyncio.CancelledError:
+                # The driver's thread finishes what it was handed; wait for it, and give back
+                # a lease nobody will see, so the message need not wait for its lease to lapse.
+                result = await _finish(done)
+                if isinstance(result, Lease):
+                    await self._driver.run(self._calls.nack(result, 0.0))
+                raise
+
+    async def publish(
+        self, group_id: str, event: E, priority: int = 0, routing_key: str | None = None
+    ) -> None:
+        """As :meth:`SqliteTransport.publish <harel_sa.SqliteTransport.publish>`."""
+        await self._run(self._calls.publish(group_id, event, priority, routing_key))
+
+    async def publish_many(
+        self,
+        items: Iterable[tuple[str, E]],
+        *,
+        priority: int = 0,
+        routing_key: str | None = None,
+    ) -> None:
+        """As :meth:`SqliteTransport.publish_many <harel_sa.SqliteTransport.publish_many>`."""
+        await self._run(self._calls.publish_many(items, priority, routing_key))
+
+    async def claim(
+        self,
+        worker_id: str,
+        visibility: float,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> Lease[E] | None:
+        """As :meth:`SqliteTransport.claim <harel_sa.SqliteTransport.claim>`."""
+        return await self._run(
+            self._calls.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        )
+
+    async def ack(self, lease: Lease[E]) -> bool:
+        """As :meth:`SqliteTransport.ack <harel_sa.SqliteTransport.ack>`."""
+        return await self._run(self._calls.ack(lease))
+
+    async def nack(self, lease: Lease[E], delay: float = 0.0) -> bool:
+        """As :meth:`SqliteTransport.nack <harel_sa.SqliteTransport.nack>`."""
+        return await self._run(self._calls.nack(lease, delay))
+
+    async def extend(self, lease: Lease[E], visibility: float) -> bool:
+        """As :meth:`SqliteTransport.extend <harel_sa.SqliteTransport.extend>`."""
+        return await self._run(self._calls.extend(lease, visibility))
+
+    async def dead_letter(self, lease: Lease[E], reason: str) -> bool:
+        """As :meth:`SqliteTransport.dead_letter <harel_sa.SqliteTransport.dead_letter>`."""
+        return await self._run(self._calls.dead_letter(lease, reason))
+
+    async def close(self) -> None:
+        """Close the connection; later calls raise :class:`~harel_sa.TransportClosedError`."""
+        async with self._lock:
+            driver, self._driver = self._driver, None
+        if driver is not None:
+            await driver.close()
+
+    async def __aenter__(self) -> AsyncSqliteTransport[E]:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+async def _in_thread(conn: aiosqlite.Connection, fn: Callable[[], T]) -> T:
+    """Run ``fn`` in ``conn``'s thread: one hop for a whole operation.
+
+    aiosqlite runs each of its own methods this way; its public API offers only one statement
+    per hop, which would cost a hop per statement of a claim.
+    """
+    return await conn._execute(fn)  # type: ignore[no-untyped-call, no-any-return]
+
+
+async def _finish(done: asyncio.Future[T]) -> T | None:
+    """``done``'s result once it completes, waiting through further cancellations."""
+    while not done.done():
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            continue
+    return None if done.cancelled() or done.exception() else done.result()

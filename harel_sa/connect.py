@@ -1,0 +1,117 @@
+"""From a transport's ``target`` (path, URL or engine) to one SQLite driver connection."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import URL, Connection, Engine, NullPool, create_engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
+
+from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError, StorageError
+from harel_sa.operations import translate
+
+
+def sqlite_url(target: object) -> URL:
+    """The SQLite URL a path, a ``sqlite:///`` URL string or a :class:`URL` designates."""
+    if isinstance(target, URL):
+        url = target
+    elif isinstance(target, str) and target.startswith("sqlite"):
+        try:
+            url = make_url(target)
+        except ArgumentError as exc:
+            raise InvalidArgumentError(f"not a SQLite URL: {target!r} ({exc})") from exc
+    elif isinstance(target, str | os.PathLike):
+        path = os.fspath(target)
+        if not isinstance(path, str) or not path:
+            raise InvalidArgumentError(f"not a database path: {target!r}")
+        url = URL.create("sqlite", database=path)
+    else:
+        raise InvalidArgumentTypeError(
+            f"target must be a path, a sqlite:/// URL or an Engine, not {type(target).__name__}"
+        )
+    if url.get_backend_name() != "sqlite":
+        raise InvalidArgumentError(f"harel_sa needs a SQLite database, not {url.drivername!r}")
+    return url
+
+
+def display(url: URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+@dataclass
+class SyncConnection:
+    """A sqlite3 connection checked out of an engine for a transport's whole life.
+
+    An engine the caller passed in stays theirs: no event hooks are installed on it, and the
+    connection goes back to its pool with its isolation level as it was.
+    """
+
+    engine: Engine
+    owned: bool
+    handle: Connection
+    raw: sqlite3.Connection
+    prior_isolation: Any
+
+    @classmethod
+    def open(cls, target: object, busy_timeout: float) -> SyncConnection:
+        if isinstance(target, Engine):
+            engine, owned = target, False
+            if engine.dialect.name != "sqlite" or engine.dialect.driver != "pysqlite":
+                raise InvalidArgumentError(
+                    f"the Engine must use sqlite+pysqlite, not {engine.url.drivername!r}"
+                )
+        else:
+            url = sqlite_url(target)
+            if url.get_driver_name() not in ("pysqlite", ""):
+                raise InvalidArgumentError(
+                    f"SqliteTransport drives sqlite3 (sqlite:///), not {url.drivername!r}"
+                )
+            engine = create_engine(
+                url,
+                poolclass=NullPool,
+                connect_args={"check_same_thread": False, "timeout": busy_timeout},
+            )
+            owned = True
+        try:
+            handle = engine.connect()
+        except DBAPIError as exc:
+            if owned:
+                engine.dispose()
+            orig = exc.orig
+            if isinstance(orig, sqlite3.DatabaseError):
+                raise _at_open(translate(orig), engine.url) from exc
+            raise
+        raw: sqlite3.Connection = handle.connection.driver_connection  # type: ignore[assignment]
+        return cls(engine, owned, handle, raw, raw.isolation_level)
+
+    @property
+    def where(self) -> str:
+        return display(self.engine.url)
+
+    def close(self) -> None:
+        if self.raw.in_transaction:
+            self.raw.execute("ROLLBACK")
+        if not self.owned:
+            self.raw.isolation_level = self.prior_isolation
+        self.handle.close()
+        if self.owned:
+            self.engine.dispose()
+
+
+def _at_open(error: StorageError, url: URL) -> StorageError:
+    return type(error)(f"cannot open {display(url)}: {error}")
+
+
+def driver_args(url: URL, busy_timeout: float) -> tuple[list[Any], dict[str, Any]]:
+    """The ``sqlite3.connect`` arguments for ``url``, as SQLAlchemy's pysqlite dialect reads it
+    (``?mode=ro&uri=true`` and the like included)."""
+    from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
+
+    args, kwargs = SQLiteDialect_pysqlite().create_connect_args(
+        url.set(drivername="sqlite+pysqlite")
+    )
+    kwargs.setdefault("timeout", busy_timeout)
+    return list(args), dict(kwargs)

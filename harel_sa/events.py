@@ -1,0 +1,56 @@
+"""What travels through the queue: the event model and the lease that hands it to a worker."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Generic
+
+from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypeVar
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Event(BaseModel):
+    """The harel engine's event, stored as its JSON (``model_dump_json``).
+
+    Rows written by the engine and by harel_sa read the same on either side; fields this
+    model does not know are kept, so a round trip loses nothing.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(default_factory=_new_id)
+    kind: str
+    created_time: float = Field(default_factory=time.time)
+    received_time: float | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+E = TypeVar("E", bound=BaseModel, default=Event)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease(Generic[E]):
+    """A claimed message, held by one worker until ``ack``, ``nack`` or its lease lapses.
+
+    ``token`` fences the lease: ``ack``/``nack``/``extend`` act only while the row still holds
+    ``worker_id#token``, so a worker whose lease lapsed and was re-claimed changes nothing.
+    ``deliveries`` counts the claims of this message, this one included.
+    """
+
+    seq: int
+    group_id: str
+    event: E
+    worker_id: str
+    token: str
+    deliveries: int = 1
+
+    @property
+    def locked_by(self) -> str:
+        """The value the row's ``locked_by`` holds while this lease is live."""
+        return f"{self.worker_id}#{self.token}"

@@ -1,0 +1,191 @@
+"""The queue's operations, each one short SQLite transaction on a driver connection.
+
+Written once: the sync transport calls these on its sqlite3 connection, the async twin runs the
+very same functions inside aiosqlite's thread (one hop per operation). Arguments arrive already
+validated. Each operation takes SQLite's write lock first (``BEGIN IMMEDIATE``), so claims from
+every process serialize, and rolls back on any exception, ``BaseException`` included.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pydantic import BaseModel
+
+from harel_sa.errors import (
+    BusyError,
+    NotADatabaseError,
+    ReadOnlyError,
+    StorageError,
+    StorageFullError,
+)
+from harel_sa.events import Lease
+from harel_sa.sql import Statements
+
+Clock = Callable[[], float]
+
+_MAX_ERROR = 2000
+
+
+@contextmanager
+def storage_errors() -> Iterator[None]:
+    """Turn the driver's errors into harel_sa's typed :class:`~harel_sa.StorageError`\\ s."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        raise translate(exc) from exc
+
+
+def translate(exc: sqlite3.DatabaseError) -> StorageError:
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    kind: type[StorageError] = {
+        5: BusyError,  # SQLITE_BUSY
+        6: BusyError,  # SQLITE_LOCKED
+        8: ReadOnlyError,  # SQLITE_READONLY
+        13: StorageFullError,  # SQLITE_FULL
+        26: NotADatabaseError,  # SQLITE_NOTADB
+    }.get(code, StorageError)
+    return kind(f"{exc} ({getattr(exc, 'sqlite_errorname', 'SQLITE_ERROR')})")
+
+
+@contextmanager
+def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception."""
+    with storage_errors():
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            # SQLite may already have rolled back (SQLITE_FULL can); a second ROLLBACK errors.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+
+def publish(
+    conn: sqlite3.Connection,
+    st: Statements,
+    rows: list[tuple[str, str, int, str | None]],
+) -> None:
+    """Append ``(group_id, event_json, priority, routing_key)`` rows, all in one transaction.
+
+    A message and its group row commit together: no crash leaves a message without a group.
+    """
+    with write(conn):
+        for group_id, event, priority, routing_key in rows:
+            conn.execute(st.insert_message, {"group_id": group_id, "event": event})
+            conn.execute(
+                st.insert_group,
+                {"group_id": group_id, "priority": priority, "routing_key": routing_key},
+            )
+
+
+def claim(
+    conn: sqlite3.Connection,
+    st: Statements,
+    clock: Clock,
+    event_type: type[BaseModel],
+    worker_id: str,
+    visibility: float,
+    min_priority: int,
+    routing_keys: tuple[str, ...] | None,
+    max_deliveries: int | None,
+) -> Lease[Any] | None:
+    """Lease the head of the next group in round-robin order, or return ``None``.
+
+    The event is decoded before COMMIT: a row that does not decode, or has been delivered
+    ``max_deliveries`` times, is moved to the dead table in the same transaction and the claim
+    goes on to the next deliverable message, so no head wedges its group.
+    """
+    keys = routing_keys or ()
+    select = st.claim(min_priority, len(keys))
+    token = secrets.token_hex(8)
+    locked_by = f"{worker_id}#{token}"
+    with write(conn):
+        now = clock()
+        params: dict[str, object] = {"now": now, "min_priority": min_priority}
+        params.update((f"key{i}", key) for i, key in enumerate(keys))
+        while True:
+            row = conn.execute(select, params).fetchone()
+            if row is None:
+                return None
+            seq, group_id, raw, deliveries = row[0], row[1], row[2], row[3]
+            if max_deliveries is not None and deliveries >= max_deliveries:
+                bury(
+                    conn,
+                    st,
+                    seq,
+                    group_id,
+                    now,
+                    f"delivered {deliveries} times (max_deliveries={max_deliveries})",
+                )
+                continue
+            try:
+                event = event_type.model_validate_json(raw)
+            except ValueError as exc:
+                bury(conn, st, seq, group_id, now, f"undecodable event: {exc}")
+                continue
+            conn.execute(st.touch_group, {"now": now, "group_id": group_id})
+            conn.execute(st.lease, {"locked_by": locked_by, "expiry": now + visibility, "seq": seq})
+            return Lease(seq, group_id, event, worker_id, token, deliveries + 1)
+
+
+def bury(
+    conn: sqlite3.Connection, st: Statements, seq: int, group_id: str, now: float, error: str
+) -> None:
+    """Move message ``seq`` to the dead table with ``error`` (inside the caller's transaction)."""
+    conn.execute(st.bury, {"seq": seq, "error": error[:_MAX_ERROR], "now": now})
+    conn.execute(st.delete_any, {"seq": seq})
+    conn.execute(st.drop_group_if_empty, {"group_id": group_id})
+
+
+def ack(conn: sqlite3.Connection, st: Statements, lease: Lease[Any]) -> bool:
+    """Delete the leased message (and its group once empty); ``False`` if the lease was lost."""
+    with write(conn):
+        done = conn.execute(st.delete, {"seq": lease.seq, "locked_by": lease.locked_by})
+        if done.rowcount != 1:
+            return False
+        conn.execute(st.drop_group_if_empty, {"group_id": lease.group_id})
+        return True
+
+
+def nack(
+    conn: sqlite3.Connection, st: Statements, clock: Clock, lease: Lease[Any], delay: float
+) -> bool:
+    """Free the message now (``delay == 0``) or park it, blocking its group, for ``delay``."""
+    fence = {"seq": lease.seq, "locked_by": lease.locked_by}
+    with write(conn):
+        if delay == 0:
+            return conn.execute(st.free, fence).rowcount == 1
+        until = clock() + delay
+        if conn.execute(st.park, {**fence, "until": until}).rowcount != 1:
+            return False
+        conn.execute(st.defer_group, {"until": until, "group_id": lease.group_id})
+        return True
+
+
+def extend(
+    conn: sqlite3.Connection, st: Statements, clock: Clock, lease: Lease[Any], visibility: float
+) -> bool:
+    """Move the lease's expiry to now + ``visibility``; ``False`` if the lease was lost."""
+    with write(conn):
+        expiry = clock() + visibility
+        params = {"seq": lease.seq, "locked_by": lease.locked_by, "expiry": expiry}
+        return conn.execute(st.extend, params).rowcount == 1
+
+
+def dead_letter(
+    conn: sqlite3.Connection, st: Statements, clock: Clock, lease: Lease[Any], reason: str
+) -> bool:
+    """Move the leased message to the dead table; ``False`` if the lease was lost."""
+    with write(conn):
+        fence = {"seq": lease.seq, "locked_by": lease.locked_by}
+        if conn.execute(st.holds, fence).fetchone() is None:
+            return False
+        bury(conn, st, lease.seq, lease.group_id, clock(), reason)
+        return True

@@ -1,0 +1,166 @@
+"""The schema, declared once: table and index names under a prefix, and their Core metadata.
+
+Everything else derives from here: the runtime SQL (``operations``), the start-up upgrade
+(``startup``) and the check that the Alembic revisions build exactly this (the tests).
+Released revisions never import these tables; they spell their own frozen DDL.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sqlalchemy import (
+    REAL,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    text,
+)
+
+from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
+
+#: The harel engine's schema counter; version 4 is the one with ``routing_key``.
+SCHEMA_VERSION = 4
+
+#: The newest harel_sa Alembic revision; a test holds it equal to the revisions' head.
+HEAD_REVISION = "harel_sa_0004"
+
+DEFAULT_PREFIX = "harel"
+_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,29}")
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """The names of every table and index under one prefix.
+
+    A prefix matches ``[A-Za-z_][A-Za-z0-9_]{0,29}``; anything else raises
+    :class:`~harel_sa.InvalidArgumentError` (a ``ValueError``) before a file is touched.
+    """
+
+    prefix: str = DEFAULT_PREFIX
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.prefix, str):
+            raise InvalidArgumentTypeError(
+                f"prefix must be a str, not {type(self.prefix).__name__}"
+            )
+        if not _PREFIX.fullmatch(self.prefix):
+            raise InvalidArgumentError(
+                f"prefix {self.prefix!r} must match [A-Za-z_][A-Za-z0-9_]{{0,29}}"
+            )
+
+    @property
+    def messages(self) -> str:
+        return f"{self.prefix}_transport_messages"
+
+    @property
+    def groups(self) -> str:
+        return f"{self.prefix}_transport_groups"
+
+    @property
+    def dead(self) -> str:
+        return f"{self.prefix}_transport_dead"
+
+    @property
+    def groups_by_last_claimed(self) -> str:
+        return f"{self.groups}_by_last_claimed"
+
+    @property
+    def groups_by_routing_key(self) -> str:
+        return f"{self.groups}_by_routing_key"
+
+    @property
+    def groups_by_priority(self) -> str:
+        return f"{self.groups}_by_priority"
+
+    @property
+    def messages_by_group(self) -> str:
+        return f"{self.messages}_by_group"
+
+    @property
+    def messages_leased(self) -> str:
+        return f"{self.messages}_leased"
+
+    @property
+    def dead_by_group(self) -> str:
+        return f"{self.dead}_by_group"
+
+    @property
+    def version_table(self) -> str:
+        """Where harel_sa's own Alembic environment records this prefix's revision."""
+        return f"{self.prefix}_transport_alembic_version"
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return (self.messages, self.groups, self.dead)
+
+
+@dataclass(frozen=True, slots=True)
+class Schema:
+    """The Core metadata of one prefix, with its tables at hand."""
+
+    names: Names
+    metadata: MetaData
+    messages: Table
+    groups: Table
+    dead: Table
+
+
+@lru_cache(maxsize=64)
+def schema_for(prefix: str = DEFAULT_PREFIX) -> Schema:
+    """The tables and indexes of ``prefix`` as one :class:`MetaData` (built once per prefix)."""
+    names = Names(prefix)
+    md = MetaData()
+    messages = Table(
+        names.messages,
+        md,
+        Column("seq", Integer, primary_key=True, nullable=True),
+        Column("group_id", Text, nullable=False),
+        Column("event", Text, nullable=False),
+        Column("locked_by", Text),
+        Column("lock_expiry", REAL),
+        Column("deliveries", Integer, nullable=False, server_default=text("0")),
+        sqlite_autoincrement=True,
+    )
+    groups = Table(
+        names.groups,
+        md,
+        Column("group_id", Text, primary_key=True, nullable=True),
+        Column("last_claimed_at", REAL, nullable=False, server_default=text("0.0")),
+        Column("priority", Integer, nullable=False, server_default=text("0")),
+        Column("routing_key", Text),
+    )
+    dead = Table(
+        names.dead,
+        md,
+        Column("seq", Integer, primary_key=True, autoincrement=False),
+        Column("group_id", Text, nullable=False),
+        Column("event", Text, nullable=False),
+        Column("error", Text, nullable=False),
+        Column("dead_at", REAL, nullable=False),
+        Column("deliveries", Integer, nullable=False),
+        Column("priority", Integer, nullable=False, server_default=text("0")),
+        Column("routing_key", Text),
+    )
+    Index(names.groups_by_last_claimed, groups.c.last_claimed_at)
+    Index(names.groups_by_routing_key, groups.c.routing_key, groups.c.last_claimed_at)
+    Index(names.groups_by_priority, groups.c.priority, groups.c.last_claimed_at)
+    Index(names.messages_by_group, messages.c.group_id, messages.c.seq)
+    Index(
+        names.messages_leased,
+        messages.c.group_id,
+        messages.c.lock_expiry,
+        sqlite_where=messages.c.locked_by.isnot(None),
+    )
+    Index(names.dead_by_group, dead.c.group_id, dead.c.seq)
+    return Schema(names, md, messages, groups, dead)
+
+
+def metadata(prefix: str = DEFAULT_PREFIX) -> MetaData:
+    """The :class:`MetaData` holding harel_sa's tables and indexes for ``prefix``."""
+    return schema_for(prefix).metadata

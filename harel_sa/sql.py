@@ -1,0 +1,127 @@
+"""The runtime's statements for one prefix, written once as Core ``text()`` and compiled once.
+
+Both transports execute these strings on the driver connection (sqlite3 directly, or inside
+aiosqlite's thread); nothing is compiled per call. Parameters are named (``:now``), which the
+sqlite3 driver binds from a dict.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from sqlalchemy import text
+from sqlalchemy.dialects import sqlite
+
+from harel_sa.schema import Names
+from harel_sa.validate import MAX_PRIORITY
+
+#: ``locked_by`` of a parked message (``nack(delay > 0)``); the original transport's sentinel.
+PARKED = "__parked__"
+
+_DIALECT = sqlite.dialect(paramstyle="named")
+
+
+def compiled(sql: str) -> str:
+    """``sql`` as a Core ``text()`` construct, compiled for the sqlite3 driver."""
+    return str(text(sql).compile(dialect=_DIALECT))
+
+
+class Statements:
+    """Every statement of the queue under one prefix. Build with :func:`statements_for`."""
+
+    def __init__(self, names: Names) -> None:
+        self.names = names
+        m, g, d = names.messages, names.groups, names.dead
+        self.insert_message = compiled(
+            f"INSERT INTO {m} (group_id, event) VALUES (:group_id, :event)"
+        )
+        # The first publish of a group fixes its priority and routing key until it drains.
+        self.insert_group = compiled(
+            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "
+            "VALUES (:group_id, :priority, :routing_key)"
+        )
+        self.touch_group = compiled(
+            f"UPDATE {g} SET last_claimed_at = :now WHERE group_id = :group_id"
+        )
+        self.lease = compiled(
+            f"UPDATE {m} SET locked_by = :locked_by, lock_expiry = :expiry, "
+            "deliveries = deliveries + 1 WHERE seq = :seq"
+        )
+        self.delete = compiled(f"DELETE FROM {m} WHERE seq = :seq AND locked_by = :locked_by")
+        self.drop_group_if_empty = compiled(
+            f"DELETE FROM {g} WHERE group_id = :group_id "
+            f"AND NOT EXISTS (SELECT 1 FROM {m} WHERE group_id = :group_id)"
+        )
+        self.park = compiled(
+            f"UPDATE {m} SET locked_by = '{PARKED}', lock_expiry = :until "
+            "WHERE seq = :seq AND locked_by = :locked_by"
+        )
+        # A parked group re-enters the rotation when its park ends, as if claimed then, so
+        # claims walk past it on the index instead of over it (it stays blocked meanwhile).
+        self.defer_group = compiled(
+            f"UPDATE {g} SET last_claimed_at = :until WHERE group_id = :group_id"
+        )
+        self.free = compiled(
+            f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL "
+            "WHERE seq = :seq AND locked_by = :locked_by"
+        )
+        self.extend = compiled(
+            f"UPDATE {m} SET lock_expiry = :expiry WHERE seq = :seq AND locked_by = :locked_by"
+        )
+        self.bury = compiled(
+            f"INSERT INTO {d} "
+            "(seq, group_id, event, error, dead_at, deliveries, priority, routing_key) "
+            "SELECT m.seq, m.group_id, m.event, :error, :now, m.deliveries, "
+            "COALESCE(g.priority, 0), g.routing_key "
+            f"FROM {m} AS m LEFT JOIN {g} AS g ON g.group_id = m.group_id WHERE m.seq = :seq"
+        )
+        self.delete_any = compiled(f"DELETE FROM {m} WHERE seq = :seq")
+        self.holds = compiled(f"SELECT 1 FROM {m} WHERE seq = :seq AND locked_by = :locked_by")
+
+    def claim(self, min_priority: int, keys: int) -> str:
+        """The select of a claim: the head of the first group, in round-robin order, that has
+        nothing in flight, a priority >= ``:min_priority`` and (with ``keys`` > 0) a routing
+        key among ``:key0`` ... ``:key<keys-1>``.
+
+        Each lane walks one index in ``(last_claimed_at, rowid)`` order and stops at its first
+        eligible group, so the cost does not grow with the backlog, nor with groups below the
+        floor or under other keys; the lanes' winners (at most five) are then compared.
+        """
+        return _claim(self.names, min_priority, keys)
+
+
+@lru_cache(maxsize=256)
+def _claim(names: Names, min_priority: int, keys: int) -> str:
+    if keys:
+        lanes = [f"g.routing_key = :key{i} AND g.priority >= :min_priority" for i in range(keys)]
+    elif min_priority:
+        lanes = [f"g.priority = {p}" for p in range(min_priority, MAX_PRIORITY + 1)]
+    else:
+        lanes = ["1"]
+    selects = [_lane(names, where) for where in lanes]
+    if len(selects) == 1:
+        return compiled(selects[0])
+    union = " UNION ALL ".join(f"SELECT * FROM ({s})" for s in selects)
+    return compiled(
+        f"SELECT seq, group_id, event, deliveries, last_claimed_at, grow FROM ({union}) "
+        "ORDER BY last_claimed_at, grow LIMIT 1"
+    )
+
+
+def _lane(names: Names, where: str) -> str:
+    m, g = names.messages, names.groups
+    return (
+        "SELECT m.seq AS seq, m.group_id AS group_id, m.event AS event, "
+        "m.deliveries AS deliveries, g.last_claimed_at AS last_claimed_at, g.rowid AS grow "
+        f"FROM {g} AS g JOIN {m} AS m "
+        f"ON m.seq = (SELECT MIN(h.seq) FROM {m} AS h WHERE h.group_id = g.group_id) "
+        f"WHERE {where} AND NOT EXISTS (SELECT 1 FROM {m} AS x "
+        "WHERE x.group_id = g.group_id AND x.locked_by IS NOT NULL AND x.lock_expiry >= :now) "
+        "ORDER BY g.last_claimed_at, g.rowid LIMIT 1"
+    )
+
+
+@lru_cache(maxsize=64)
+def statements_for(names: Names) -> Statements:
+    """The statements of ``names``' prefix, built once per process."""
+    return Statements(names)

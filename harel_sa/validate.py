@@ -1,0 +1,90 @@
+"""Argument checks shared by both transports, run before anything is written.
+
+Each check returns the value in the form the statements want, or raises an
+:class:`~harel_sa.InvalidArgumentError` (a ``ValueError``) or
+:class:`~harel_sa.InvalidArgumentTypeError` (a ``TypeError``) that names the argument.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from pydantic import BaseModel
+
+from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
+from harel_sa.events import Lease
+
+MAX_PRIORITY = 4
+
+
+def text(name: str, value: object) -> str:
+    """A non-empty ``str``."""
+    if not isinstance(value, str):
+        raise InvalidArgumentTypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value:
+        raise InvalidArgumentError(f"{name} must not be empty")
+    return value
+
+
+def optional_text(name: str, value: object) -> str | None:
+    return None if value is None else text(name, value)
+
+
+def seconds(name: str, value: object, *, allow_zero: bool) -> float:
+    """A finite number of seconds, > 0 (or >= 0 with ``allow_zero``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgumentTypeError(f"{name} must be a number, not {type(value).__name__}")
+    number = float(value)
+    if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InvalidArgumentError(f"{name} must be a finite number {bound}, not {value!r}")
+    return number
+
+
+def priority(name: str, value: object) -> int:
+    """An ``int`` in 0-4."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentTypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not 0 <= value <= MAX_PRIORITY:
+        raise InvalidArgumentError(f"{name} must be in 0-{MAX_PRIORITY}, not {value}")
+    return value
+
+
+def count(name: str, value: object) -> int:
+    """A positive ``int``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentTypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 1:
+        raise InvalidArgumentError(f"{name} must be >= 1, not {value}")
+    return value
+
+
+def routing_keys(value: object) -> tuple[str, ...] | None:
+    """``None`` (every group) or a non-empty collection of keys, in order, without repeats."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise InvalidArgumentTypeError(
+            "routing_keys must be a list or tuple of str (a bare str is ambiguous), "
+            f"not {type(value).__name__}"
+        )
+    keys = tuple(dict.fromkeys(text("routing key", key) for key in value))
+    if not keys:
+        raise InvalidArgumentError("routing_keys must name at least one key (or be None)")
+    return keys
+
+
+def event(value: object, event_type: type[BaseModel]) -> str:
+    """The event's JSON, for an instance of the transport's event type."""
+    if not isinstance(value, event_type):
+        raise InvalidArgumentTypeError(
+            f"event must be a {event_type.__name__}, not {type(value).__name__}"
+        )
+    return value.model_dump_json()
+
+
+def lease(value: object) -> Lease[BaseModel]:
+    if not isinstance(value, Lease):
+        raise InvalidArgumentTypeError(f"lease must be a Lease, not {type(value).__name__}")
+    return value
