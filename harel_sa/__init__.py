@@ -5,6 +5,14 @@ Producers ``publish`` events into groups; workers ``claim`` a group's head under
 across groups, with a priority floor and routing keys.
 """
 
+from harel_sa.admin import (
+    Bucket,
+    DeadMessage,
+    PriorityBucket,
+    QueuedMessage,
+    RoutingBucket,
+    Stats,
+)
 from harel_sa.aio import AsyncSqliteTransport
 from harel_sa.errors import (
     BusyError,
@@ -26,7 +34,9 @@ __all__ = [
     "HEAD_REVISION",
     "SCHEMA_VERSION",
     "AsyncSqliteTransport",
+    "Bucket",
     "BusyError",
+    "DeadMessage",
     "Event",
     "HarelSAError",
     "InvalidArgumentError",
@@ -34,9 +44,13 @@ __all__ = [
     "Lease",
     "Names",
     "NotADatabaseError",
+    "PriorityBucket",
+    "QueuedMessage",
     "ReadOnlyError",
+    "RoutingBucket",
     "SchemaError",
     "SqliteTransport",
+    "Stats",
     "StorageError",
     "StorageFullError",
     "TransportClosedError",

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from harel_sa import operations as ops
 from harel_sa import startup
+from harel_sa.admin import DeadMessage, QueuedMessage, Stats
 from harel_sa.connect import display, driver_args, sqlite_url
 from harel_sa.core import Call, Calls, Options, Synchronous, default_clock
 from harel_sa.errors import InvalidArgumentError, TransportClosedError
@@ -159,6 +160,22 @@ class AsyncSqliteTransport(Generic[E]):
             self._calls.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         )
 
+    async def ack_and_claim(
+        self,
+        lease: Lease[E],
+        worker_id: str,
+        visibility: float,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> tuple[bool, Lease[E] | None]:
+        """As :meth:`SqliteTransport.ack_and_claim <harel_sa.SqliteTransport.ack_and_claim>`."""
+        return await self._run(
+            self._calls.ack_and_claim(
+                lease, worker_id, visibility, min_priority, routing_keys, max_deliveries
+            )
+        )
+
     async def ack(self, lease: Lease[E]) -> bool:
         """As :meth:`SqliteTransport.ack <harel_sa.SqliteTransport.ack>`."""
         return await self._run(self._calls.ack(lease))
@@ -174,6 +191,74 @@ class AsyncSqliteTransport(Generic[E]):
     async def dead_letter(self, lease: Lease[E], reason: str) -> bool:
         """As :meth:`SqliteTransport.dead_letter <harel_sa.SqliteTransport.dead_letter>`."""
         return await self._run(self._calls.dead_letter(lease, reason))
+
+    async def stats(self) -> Stats:
+        """As :meth:`SqliteTransport.stats <harel_sa.SqliteTransport.stats>`."""
+        return await self._run(self._calls.stats())
+
+    async def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
+        """As :meth:`SqliteTransport.peek <harel_sa.SqliteTransport.peek>`."""
+        return await self._run(self._calls.peek(group_id, limit))
+
+    async def release(self, group_id: str | None = None) -> int:
+        """As :meth:`SqliteTransport.release <harel_sa.SqliteTransport.release>`."""
+        return await self._run(self._calls.release(group_id))
+
+    async def purge(self, group_id: str) -> int:
+        """As :meth:`SqliteTransport.purge <harel_sa.SqliteTransport.purge>`."""
+        return await self._run(self._calls.purge(group_id))
+
+    async def dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None, limit: int = 100
+    ) -> list[DeadMessage]:
+        """As :meth:`SqliteTransport.dead <harel_sa.SqliteTransport.dead>`."""
+        return await self._run(self._calls.dead(group_id, seqs, limit))
+
+    async def requeue_dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None
+    ) -> int:
+        """As :meth:`SqliteTransport.requeue_dead <harel_sa.SqliteTransport.requeue_dead>`."""
+        return await self._run(self._calls.requeue_dead(group_id, seqs))
+
+    async def purge_dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None
+    ) -> int:
+        """As :meth:`SqliteTransport.purge_dead <harel_sa.SqliteTransport.purge_dead>`."""
+        return await self._run(self._calls.purge_dead(group_id, seqs))
+
+    async def stats(self) -> Stats:
+        """As :meth:`SqliteTransport.stats <harel_sa.SqliteTransport.stats>`."""
+        return await self._run(self._calls.stats())
+
+    async def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
+        """As :meth:`SqliteTransport.peek <harel_sa.SqliteTransport.peek>`."""
+        return await self._run(self._calls.peek(group_id, limit))
+
+    async def release(self, group_id: str | None = None) -> int:
+        """As :meth:`SqliteTransport.release <harel_sa.SqliteTransport.release>`."""
+        return await self._run(self._calls.release(group_id))
+
+    async def purge(self, group_id: str) -> int:
+        """As :meth:`SqliteTransport.purge <harel_sa.SqliteTransport.purge>`."""
+        return await self._run(self._calls.purge(group_id))
+
+    async def dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None, limit: int = 100
+    ) -> list[DeadMessage]:
+        """As :meth:`SqliteTransport.dead <harel_sa.SqliteTransport.dead>`."""
+        return await self._run(self._calls.dead(group_id, seqs, limit))
+
+    async def requeue_dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None
+    ) -> int:
+        """As :meth:`SqliteTransport.requeue_dead <harel_sa.SqliteTransport.requeue_dead>`."""
+        return await self._run(self._calls.requeue_dead(group_id, seqs))
+
+    async def purge_dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None
+    ) -> int:
+        """As :meth:`SqliteTransport.purge_dead <harel_sa.SqliteTransport.purge_dead>`."""
+        return await self._run(self._calls.purge_dead(group_id, seqs))
 
     async def close(self) -> None:
         """Close the connection; later calls raise :class:`~harel_sa.TransportClosedError`."""

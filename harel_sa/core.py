@@ -15,8 +15,8 @@ from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from harel_sa import admin, validate
 from harel_sa import operations as ops
-from harel_sa import validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Lease
 from harel_sa.schema import Names
@@ -63,6 +63,7 @@ class Calls(Generic[E]):
     def __init__(self, options: Options[E]) -> None:
         self.options = options
         self.st = statements_for(options.names)
+        self.admin = admin.admin_statements_for(options.names)
 
     def publish(
         self, group_id: object, event: object, priority: object, routing_key: object
@@ -100,15 +101,41 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> Call[Lease[E] | None]:
+        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        return partial(ops.claim, st=self.st, clock=self.options.clock, spec=spec)
+
+    def ack_and_claim(
+        self,
+        lease: object,
+        worker_id: object,
+        visibility: object,
+        min_priority: object,
+        routing_keys: object,
+        max_deliveries: object,
+    ) -> Call[tuple[bool, Lease[E] | None]]:
+        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         return partial(
-            ops.claim,
+            ops.ack_and_claim,
             st=self.st,
             clock=self.options.clock,
+            lease=validate.lease(lease),
+            spec=spec,
+        )
+
+    def _spec(
+        self,
+        worker_id: object,
+        visibility: object,
+        min_priority: object,
+        routing_keys: object,
+        max_deliveries: object,
+    ) -> ops.ClaimSpec:
+        return ops.ClaimSpec(
             event_type=self.options.event_type,
             worker_id=validate.text("worker_id", worker_id),
             visibility=validate.seconds("visibility", visibility, allow_zero=False),
             min_priority=validate.priority("min_priority", min_priority),
-            routing_keys=validate.routing_keys(routing_keys),
+            routing_keys=validate.routing_keys(routing_keys) or (),
             max_deliveries=(
                 None if max_deliveries is None else validate.count("max_deliveries", max_deliveries)
             ),
@@ -142,4 +169,52 @@ class Calls(Generic[E]):
             clock=self.options.clock,
             lease=validate.lease(lease),
             reason=validate.text("reason", reason),
+        )
+
+    def stats(self) -> Call[admin.Stats]:
+        return partial(admin.stats, st=self.admin, clock=self.options.clock)
+
+    def peek(self, group_id: object, limit: object) -> Call[list[admin.QueuedMessage]]:
+        return partial(
+            admin.peek,
+            st=self.admin,
+            clock=self.options.clock,
+            group_id=validate.optional_text("group_id", group_id),
+            limit=validate.count("limit", limit),
+        )
+
+    def release(self, group_id: object) -> Call[int]:
+        return partial(
+            admin.release,
+            st=self.admin,
+            clock=self.options.clock,
+            group_id=validate.optional_text("group_id", group_id),
+        )
+
+    def purge(self, group_id: object) -> Call[int]:
+        return partial(admin.purge, st=self.admin, group_id=validate.text("group_id", group_id))
+
+    def dead(self, group_id: object, seqs: object, limit: object) -> Call[list[admin.DeadMessage]]:
+        return partial(
+            admin.dead,
+            st=self.admin,
+            group_id=validate.optional_text("group_id", group_id),
+            seqs=validate.seqs(seqs),
+            limit=validate.count("limit", limit),
+        )
+
+    def requeue_dead(self, group_id: object, seqs: object) -> Call[int]:
+        return partial(
+            admin.requeue_dead,
+            st=self.admin,
+            group_id=validate.optional_text("group_id", group_id),
+            seqs=validate.seqs(seqs),
+        )
+
+    def purge_dead(self, group_id: object, seqs: object) -> Call[int]:
+        return partial(
+            admin.purge_dead,
+            st=self.admin,
+            group_id=validate.optional_text("group_id", group_id),
+            seqs=validate.seqs(seqs),
         )

@@ -12,6 +12,7 @@ import secrets
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -85,16 +86,20 @@ def publish(
             )
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimSpec:
+    """What a claim asks for, validated; built once per call by the transports."""
+
+    event_type: type[BaseModel]
+    worker_id: str
+    visibility: float
+    min_priority: int
+    routing_keys: tuple[str, ...]
+    max_deliveries: int | None
+
+
 def claim(
-    conn: sqlite3.Connection,
-    st: Statements,
-    clock: Clock,
-    event_type: type[BaseModel],
-    worker_id: str,
-    visibility: float,
-    min_priority: int,
-    routing_keys: tuple[str, ...] | None,
-    max_deliveries: int | None,
+    conn: sqlite3.Connection, st: Statements, clock: Clock, spec: ClaimSpec
 ) -> Lease[Any] | None:
     """Lease the head of the next group in round-robin order, or return ``None``.
 
@@ -102,37 +107,46 @@ def claim(
     ``max_deliveries`` times, is moved to the dead table in the same transaction and the claim
     goes on to the next deliverable message, so no head wedges its group.
     """
-    keys = routing_keys or ()
-    select = st.claim(min_priority, len(keys))
-    token = secrets.token_hex(8)
-    locked_by = f"{worker_id}#{token}"
     with write(conn):
-        now = clock()
-        params: dict[str, object] = {"now": now, "min_priority": min_priority}
-        params.update((f"key{i}", key) for i, key in enumerate(keys))
-        while True:
-            row = conn.execute(select, params).fetchone()
-            if row is None:
-                return None
-            seq, group_id, raw, deliveries = row[0], row[1], row[2], row[3]
-            if max_deliveries is not None and deliveries >= max_deliveries:
-                bury(
-                    conn,
-                    st,
-                    seq,
-                    group_id,
-                    now,
-                    f"delivered {deliveries} times (max_deliveries={max_deliveries})",
-                )
-                continue
-            try:
-                event = event_type.model_validate_json(raw)
-            except ValueError as exc:
-                bury(conn, st, seq, group_id, now, f"undecodable event: {exc}")
-                continue
-            conn.execute(st.touch_group, {"now": now, "group_id": group_id})
-            conn.execute(st.lease, {"locked_by": locked_by, "expiry": now + visibility, "seq": seq})
-            return Lease(seq, group_id, event, worker_id, token, deliveries + 1)
+        return _claim(conn, st, clock(), spec)
+
+
+def ack_and_claim(
+    conn: sqlite3.Connection, st: Statements, clock: Clock, lease: Lease[Any], spec: ClaimSpec
+) -> tuple[bool, Lease[Any] | None]:
+    """:func:`ack` ``lease`` and :func:`claim` the next message in one write transaction."""
+    with write(conn):
+        return _ack(conn, st, lease), _claim(conn, st, clock(), spec)
+
+
+def _claim(
+    conn: sqlite3.Connection, st: Statements, now: float, spec: ClaimSpec
+) -> Lease[Any] | None:
+    keys = spec.routing_keys
+    select = st.claim(spec.min_priority, len(keys))
+    params: dict[str, object] = {"now": now, "min_priority": spec.min_priority}
+    params.update((f"key{i}", key) for i, key in enumerate(keys))
+    while True:
+        row = conn.execute(select, params).fetchone()
+        if row is None:
+            return None
+        seq, group_id, raw, deliveries = row[0], row[1], row[2], row[3]
+        limit = spec.max_deliveries
+        if limit is not None and deliveries >= limit:
+            bury(conn, st, seq, group_id, now, f"delivered {deliveries} times (max {limit})")
+            continue
+        try:
+            event = spec.event_type.model_validate_json(raw)
+        except ValueError as exc:
+            bury(conn, st, seq, group_id, now, f"undecodable event: {exc}")
+            continue
+        token = secrets.token_hex(8)
+        locked_by = f"{spec.worker_id}#{token}"
+        conn.execute(st.touch_group, {"now": now, "group_id": group_id})
+        conn.execute(
+            st.lease, {"locked_by": locked_by, "expiry": now + spec.visibility, "seq": seq}
+        )
+        return Lease(seq, group_id, event, spec.worker_id, token, deliveries + 1)
 
 
 def bury(
@@ -147,11 +161,15 @@ def bury(
 def ack(conn: sqlite3.Connection, st: Statements, lease: Lease[Any]) -> bool:
     """Delete the leased message (and its group once empty); ``False`` if the lease was lost."""
     with write(conn):
-        done = conn.execute(st.delete, {"seq": lease.seq, "locked_by": lease.locked_by})
-        if done.rowcount != 1:
-            return False
-        conn.execute(st.drop_group_if_empty, {"group_id": lease.group_id})
-        return True
+        return _ack(conn, st, lease)
+
+
+def _ack(conn: sqlite3.Connection, st: Statements, lease: Lease[Any]) -> bool:
+    done = conn.execute(st.delete, {"seq": lease.seq, "locked_by": lease.locked_by})
+    if done.rowcount != 1:
+        return False
+    conn.execute(st.drop_group_if_empty, {"group_id": lease.group_id})
+    return True
 
 
 def nack(

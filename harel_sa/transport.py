@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import Generic, TypeVar
 
 from harel_sa import startup
+from harel_sa.admin import DeadMessage, QueuedMessage, Stats
 from harel_sa.connect import SyncConnection
 from harel_sa.core import Call, Calls, Options, Synchronous, default_clock
 from harel_sa.errors import TransportClosedError
@@ -103,6 +104,25 @@ class SqliteTransport(Generic[E]):
             self._calls.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         )
 
+    def ack_and_claim(
+        self,
+        lease: Lease[E],
+        worker_id: str,
+        visibility: float,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> tuple[bool, Lease[E] | None]:
+        """:meth:`ack` ``lease`` and :meth:`claim` the next message in one write transaction.
+
+        Returns whether the ack took (as :meth:`ack`) and the next lease (as :meth:`claim`).
+        """
+        return self._run(
+            self._calls.ack_and_claim(
+                lease, worker_id, visibility, min_priority, routing_keys, max_deliveries
+            )
+        )
+
     def ack(self, lease: Lease[E]) -> bool:
         """Remove the leased message (and its group once empty).
 
@@ -123,6 +143,42 @@ class SqliteTransport(Generic[E]):
     def dead_letter(self, lease: Lease[E], reason: str) -> bool:
         """Give up on the leased message: move it to the dead table with ``reason``."""
         return self._run(self._calls.dead_letter(lease, reason))
+
+    def stats(self) -> Stats:
+        """Messages, groups, in flight, parked, dead, the oldest message's age, and the
+        groups and messages by priority and by routing key, from one snapshot."""
+        return self._run(self._calls.stats())
+
+    def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
+        """The next ``limit`` messages of ``group_id`` (or of the whole queue, oldest first),
+        with their state, without claiming them."""
+        return self._run(self._calls.peek(group_id, limit))
+
+    def release(self, group_id: str | None = None) -> int:
+        """End the park of parked messages (of ``group_id``, or all) now; returns how many."""
+        return self._run(self._calls.release(group_id))
+
+    def purge(self, group_id: str) -> int:
+        """Delete every message of ``group_id``, leased ones included; returns how many.
+
+        A worker holding one of them finds its ``ack`` returns ``False``.
+        """
+        return self._run(self._calls.purge(group_id))
+
+    def dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None, limit: int = 100
+    ) -> list[DeadMessage]:
+        """Dead messages (of ``group_id``, or with these ``seqs``, or all), oldest first."""
+        return self._run(self._calls.dead(group_id, seqs, limit))
+
+    def requeue_dead(self, group_id: str | None = None, seqs: Iterable[int] | None = None) -> int:
+        """Put dead messages (of ``group_id``, or these ``seqs``, or all) back at the tail of
+        their groups, delivery count reset; returns how many."""
+        return self._run(self._calls.requeue_dead(group_id, seqs))
+
+    def purge_dead(self, group_id: str | None = None, seqs: Iterable[int] | None = None) -> int:
+        """Delete dead messages (of ``group_id``, or these ``seqs``, or all); returns how many."""
+        return self._run(self._calls.purge_dead(group_id, seqs))
 
     def close(self) -> None:
         """Close the connection; later calls raise :class:`~harel_sa.TransportClosedError`."""

@@ -60,6 +60,19 @@ def count(name: str, value: object) -> int:
     return value
 
 
+def seqs(value: object) -> tuple[int, ...] | None:
+    """``None`` (no filter) or a collection of message ids."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise InvalidArgumentTypeError(f"seqs must be a list of int, not {type(value).__name__}")
+    items = tuple(value)
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise InvalidArgumentTypeError(f"seqs must hold int, not {type(item).__name__}")
+    return items
+
+
 def routing_keys(value: object) -> tuple[str, ...] | None:
     """``None`` (every group) or a non-empty collection of keys, in order, without repeats."""
     if value is None:
