@@ -226,40 +226,6 @@ class AsyncSqliteTransport(Generic[E]):
         """As :meth:`SqliteTransport.purge_dead <harel_sa.SqliteTransport.purge_dead>`."""
         return await self._run(self._calls.purge_dead(group_id, seqs))
 
-    async def stats(self) -> Stats:
-        """As :meth:`SqliteTransport.stats <harel_sa.SqliteTransport.stats>`."""
-        return await self._run(self._calls.stats())
-
-    async def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
-        """As :meth:`SqliteTransport.peek <harel_sa.SqliteTransport.peek>`."""
-        return await self._run(self._calls.peek(group_id, limit))
-
-    async def release(self, group_id: str | None = None) -> int:
-        """As :meth:`SqliteTransport.release <harel_sa.SqliteTransport.release>`."""
-        return await self._run(self._calls.release(group_id))
-
-    async def purge(self, group_id: str) -> int:
-        """As :meth:`SqliteTransport.purge <harel_sa.SqliteTransport.purge>`."""
-        return await self._run(self._calls.purge(group_id))
-
-    async def dead(
-        self, group_id: str | None = None, seqs: Iterable[int] | None = None, limit: int = 100
-    ) -> list[DeadMessage]:
-        """As :meth:`SqliteTransport.dead <harel_sa.SqliteTransport.dead>`."""
-        return await self._run(self._calls.dead(group_id, seqs, limit))
-
-    async def requeue_dead(
-        self, group_id: str | None = None, seqs: Iterable[int] | None = None
-    ) -> int:
-        """As :meth:`SqliteTransport.requeue_dead <harel_sa.SqliteTransport.requeue_dead>`."""
-        return await self._run(self._calls.requeue_dead(group_id, seqs))
-
-    async def purge_dead(
-        self, group_id: str | None = None, seqs: Iterable[int] | None = None
-    ) -> int:
-        """As :meth:`SqliteTransport.purge_dead <harel_sa.SqliteTransport.purge_dead>`."""
-        return await self._run(self._calls.purge_dead(group_id, seqs))
-
     async def close(self) -> None:
         """Close the connection; later calls raise :class:`~harel_sa.TransportClosedError`."""
         async with self._lock:
