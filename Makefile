@@ -1,0 +1,8 @@
+# Conveniences over tasks.py (which needs only Python 3.11+).
+.PHONY: demo test bench
+demo:
+	python3 tasks.py demo
+test:
+	python3 tasks.py test
+bench:
+	python3 tasks.py bench
