@@ -18,7 +18,7 @@ def sqlite_url(target: object) -> URL:
     """The SQLite URL a path, a ``sqlite:///`` URL string or a :class:`URL` designates."""
     if isinstance(target, URL):
         url = target
-    elif isinstance(target, str) and target.startswith("sqlite"):
+    elif isinstance(target, str) and (target.startswith("sqlite") or "://" in target):
         try:
             url = make_url(target)
         except ArgumentError as exc:

@@ -39,7 +39,10 @@ class ConnectionRunner:
 
 def run(conn: sqlite3.Connection, options: Options[Any], create_schema: bool, where: str) -> None:
     """Everything a transport does at open: :func:`prepare`, then ensure or check the schema."""
-    prepare(conn, options.busy_timeout, options.synchronous)
+    try:
+        prepare(conn, options.busy_timeout, options.synchronous)
+    except NotADatabaseError as exc:
+        raise NotADatabaseError(f"cannot open {where}: {exc}") from exc  # name the file
     if create_schema:
         ensure_schema(conn, options.names)
     else:
@@ -115,6 +118,11 @@ def check_schema(
     if not missing and not behind:
         return
     url = where or "sqlite:///PATH"
+    if current and max(current) > HEAD_REVISION:  # ids are harel_sa_NNNN: they sort in order
+        raise SchemaError(
+            f"harel_sa schema for prefix {names.prefix!r} is at revision {max(current)}, newer "
+            f"than this harel_sa knows ({HEAD_REVISION}): upgrade the harel-sa package."
+        )
     parts = []
     if missing:
         parts.append("missing " + ", ".join(missing))

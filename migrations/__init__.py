@@ -14,13 +14,15 @@ Two ways to run them:
   ``context.configure`` so autogenerate leaves harel_sa's tables alone.
 
 The prefix reaches the revisions from ``Config.attributes["harel_sa_prefix"]``, from
-``-x prefix=NAME``, from the ini option ``harel_sa_prefix``, or is ``harel``.
+``-x prefix=NAME``, from the ini option ``harel_sa_prefix``, or is ``harel``. The recipe for
+hosts, and every command of both modes, is in ``docs/alembic.md``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from logging.config import fileConfig
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +56,11 @@ def script_location() -> str:
 
 
 def prefix_of(config: Config | None) -> str:
-    """The prefix the revisions act on: attribute, then ``-x prefix=``, then ini, then default."""
+    """The prefix the revisions act on: attribute, then ``-x prefix=``, then ini, then default.
+
+    A prefix given empty or malformed raises :class:`~harel_sa.InvalidArgumentError`: it never
+    silently falls back to the default.
+    """
     if config is None:
         return DEFAULT_PREFIX
     prefix = config.attributes.get(PREFIX_OPTION)
@@ -65,7 +71,7 @@ def prefix_of(config: Config | None) -> str:
                 prefix = value
     if prefix is None:
         prefix = config.get_main_option(PREFIX_OPTION)
-    return Names(prefix or DEFAULT_PREFIX).prefix
+    return Names(DEFAULT_PREFIX if prefix is None else prefix).prefix
 
 
 def revision_names() -> Names:
@@ -93,10 +99,18 @@ class OpRunner:
         return [tuple(row) for row in self._op.get_bind().exec_driver_sql(sql).fetchall()]
 
 
-def include_name_for(prefix: str = DEFAULT_PREFIX) -> Callable[[str | None, str, Any], bool]:
-    """An autogenerate ``include_name`` filter that leaves ``prefix``'s harel_sa objects out."""
-    names = Names(prefix)
-    owned = {*names.tables, names.version_table}
+def include_name_for(
+    prefix: str = DEFAULT_PREFIX, *more: str
+) -> Callable[[str | None, str, Any], bool]:
+    """An autogenerate ``include_name`` filter that leaves harel_sa's objects out.
+
+    It covers ``prefix`` (and every prefix in ``more``): its tables, their columns, indexes and
+    constraints, and the version table harel_sa's standalone mode keeps for it.
+    """
+    owned: set[str] = set()
+    for each in (prefix, *more):
+        names = Names(each)
+        owned |= {*names.tables, names.version_table}
 
     def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
         if type_ == "table":
@@ -123,13 +137,26 @@ def only_harel_sa(prefix: str) -> Callable[[str | None, str, Any], bool]:
     return include
 
 
-def config(target: object, *, prefix: str = DEFAULT_PREFIX) -> Config:
-    """An Alembic :class:`Config` for harel_sa's own history on ``target`` (path, URL, Engine)."""
+def _sync_url(target: object) -> str:
+    """The ``sqlite://`` (pysqlite) URL of ``target``: a path, a SQLite URL or an Engine.
+
+    Migrations run on harel_sa's own synchronous engine, so ``sqlite+aiosqlite://`` is read as
+    the same file through sqlite3.
+    """
     url = sqlite_url(target.url if isinstance(target, Engine) else target)
+    return url.set(drivername="sqlite").render_as_string(hide_password=False)
+
+
+def config(target: object, *, prefix: str = DEFAULT_PREFIX) -> Config:
+    """An Alembic :class:`Config` for harel_sa's own history on ``target`` (path, URL, Engine).
+
+    An Engine is used for its URL only: the migration opens harel_sa's own engine
+    (:func:`engine_for`) on the same file and installs nothing on the caller's.
+    """
     cfg = Config()
     cfg.set_main_option("script_location", script_location())
     cfg.set_main_option("path_separator", "space")
-    cfg.set_main_option("sqlalchemy.url", url.render_as_string(hide_password=False))
+    cfg.set_main_option("sqlalchemy.url", _sync_url(target))
     cfg.attributes[PREFIX_OPTION] = Names(prefix).prefix
     return cfg
 
@@ -169,10 +196,9 @@ def heads() -> tuple[str, ...]:
 
 def current(target: object, *, prefix: str = DEFAULT_PREFIX) -> tuple[str, ...]:
     """The revision(s) recorded for ``prefix`` on ``target``; empty when none is."""
-    with _connection(target) as conn:
-        context = MigrationContext.configure(
-            conn, opts={"version_table": Names(prefix).version_table}
-        )
+    version_table = Names(prefix).version_table
+    with _reading(target) as conn:
+        context = MigrationContext.configure(conn, opts={"version_table": version_table})
         return tuple(context.get_current_heads())
 
 
@@ -202,9 +228,10 @@ def engine_for(url: str, *, busy_timeout_ms: int = _MIGRATION_BUSY_TIMEOUT_MS) -
 
 
 @contextmanager
-def _connection(target: object) -> Iterator[Connection]:
-    url = sqlite_url(target.url if isinstance(target, Engine) else target)
-    engine = engine_for(url.render_as_string(hide_password=False))
+def _reading(target: object) -> Iterator[Connection]:
+    """A connection that only reads: no ``BEGIN IMMEDIATE``, so no write lock is taken (and a
+    read-only file can be checked)."""
+    engine = create_engine(_sync_url(target), poolclass=NullPool)
     try:
         with engine.connect() as conn:
             yield conn
@@ -213,12 +240,25 @@ def _connection(target: object) -> Iterator[Connection]:
 
 
 def run_env() -> None:
-    """The body of harel_sa's ``env.py``: run the revisions on the configured database."""
+    """The body of harel_sa's ``env.py``: run the revisions on the configured database.
+
+    The database is, in order: a ``Connection`` or ``Engine`` in ``Config.attributes
+    ["connection"]`` (the caller's, used as given: its transactions are the caller's), then
+    ``-x url=...``, then ``sqlalchemy.url``. Otherwise harel_sa opens its own engine
+    (:func:`engine_for`), and the whole run is one ``BEGIN IMMEDIATE`` transaction.
+    Offline (``--sql``) the URL is optional: the DDL is SQLite's either way.
+    """
     from alembic import context
 
     from harel_sa.schema import metadata
 
     cfg = context.config
+    if (
+        cfg.config_file_name is not None
+        and cfg.file_config.has_section("loggers")
+        and cfg.attributes.get("configure_logger", True)
+    ):
+        fileConfig(cfg.config_file_name, disable_existing_loggers=False)
     names = Names(prefix_of(cfg))
     url = context.get_x_argument(as_dictionary=True).get("url") or cfg.get_main_option(
         "sqlalchemy.url"
@@ -230,20 +270,35 @@ def run_env() -> None:
         "transactional_ddl": True,
     }
     if context.is_offline_mode():
-        context.configure(url=url, literal_binds=True, **common)
+        where: dict[str, Any] = {"url": _sync_url(url)} if url else {"dialect_name": "sqlite"}
+        context.configure(literal_binds=True, **where, **common)
         with context.begin_transaction():
             context.run_migrations()
         return
+    given = cfg.attributes.get("connection")
+    if isinstance(given, Connection):
+        _run_online(given, common)
+        return
+    if isinstance(given, Engine):
+        with given.connect() as conn:
+            _run_online(conn, common)
+        return
     if not url:
         raise SystemExit("harel_sa: no database; pass -x url=sqlite:///PATH")
-    engine = engine_for(sqlite_url(url).render_as_string(hide_password=False))
+    engine = engine_for(_sync_url(url))
     try:
         with engine.connect() as conn:
-            context.configure(connection=conn, **common)
-            with context.begin_transaction():
-                context.run_migrations()
+            _run_online(conn, common)
     finally:
         engine.dispose()
+
+
+def _run_online(conn: Connection, options: dict[str, Any]) -> None:
+    from alembic import context
+
+    context.configure(connection=conn, **options)
+    with context.begin_transaction():
+        context.run_migrations()
 
 
 __all__ = [
@@ -258,9 +313,11 @@ __all__ = [
     "heads",
     "include_name",
     "include_name_for",
+    "only_harel_sa",
     "prefix_of",
     "revision_names",
     "run_env",
+    "script_location",
     "sql",
     "upgrade",
     "version_location",

@@ -1,0 +1,118 @@
+"""Start-up policy: a transport that creates nothing (``create_schema=False``) refuses a
+database that is not at head, with a :class:`harel_sa.SchemaError` naming what is wrong (the
+revision recorded and the one needed, or the missing objects) and the command that fixes it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from alembic import command
+
+from harel_sa import HEAD_REVISION, Names, SchemaError, SqliteTransport
+from harel_sa import migrations as mig
+from tests.conftest import FakeClock
+from tests.migrations.helpers import connect, names_of, run
+from tests.migrations.starts import STARTS
+
+NAMES = Names()
+
+
+def refusal(path: Path, prefix: str = "harel") -> str:
+    with pytest.raises(SchemaError) as err:
+        SqliteTransport(path, prefix=prefix, create_schema=False)
+    message = str(err.value)
+    assert "upgrade" in message and "alembic upgrade heads" in message  # the command to run
+    return message
+
+
+@pytest.mark.parametrize("behind", ["harel_sa_0001", "harel_sa_0002", "harel_sa_0003"])
+def test_a_database_behind_head_names_both_revisions_and_the_command(
+    behind: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "queue.db"
+    mig.upgrade(path, revision=behind)
+    message = refusal(path)
+    assert f"database at revision {behind}" in message
+    assert f"needs {HEAD_REVISION}" in message
+    assert f"sqlite:///{path}" in message and "--prefix harel" in message
+    assert mig.check(path) is False
+
+
+def test_a_complete_schema_recorded_behind_head_is_refused_too(tmp_path: Path) -> None:
+    """Every object present, but the version table says 0003: the revision decides."""
+    path = tmp_path / "queue.db"
+    mig.upgrade(path)
+    command.stamp(mig.config(path), "harel_sa_0003", purge=True)
+    message = refusal(path)
+    assert "harel_sa_0003" in message and HEAD_REVISION in message
+    assert "missing" not in message
+
+
+def test_a_host_history_behind_head_is_refused(tmp_path: Path) -> None:
+    """In a host's pipeline harel_sa's revision sits in the host's ``alembic_version``."""
+    path = tmp_path / "queue.db"
+    mig.upgrade(path, revision="harel_sa_0002")
+    with connect(path) as conn:
+        conn.execute(f"ALTER TABLE {NAMES.version_table} RENAME TO alembic_version")
+        conn.execute("INSERT INTO alembic_version VALUES ('host_0001')")
+    message = refusal(path)
+    assert "harel_sa_0002" in message and "host_0001" not in message
+
+
+def test_an_empty_database_names_every_missing_table(tmp_path: Path) -> None:
+    path = tmp_path / "queue.db"
+    message = refusal(path)
+    for table in NAMES.tables:
+        assert f"table {table}" in message
+    assert not names_of(path, "table")  # it created nothing
+
+
+def test_a_file_of_the_original_transport_names_the_missing_columns_and_indexes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "queue.db"
+    STARTS["stdlib3"](path, FakeClock())
+    message = refusal(path)
+    assert f"column {NAMES.groups}.routing_key" in message
+    assert f"column {NAMES.messages}.deliveries" in message
+    assert f"table {NAMES.dead}" in message
+    assert f"index {NAMES.groups_by_routing_key}" in message
+    assert f"index {NAMES.messages_leased}" in message
+
+
+def test_another_prefix_is_named_in_the_command(tmp_path: Path) -> None:
+    path = tmp_path / "queue.db"
+    mig.upgrade(path)  # harel is at head; jobs is not there at all
+    message = refusal(path, prefix="jobs")
+    assert "table jobs_transport_messages" in message and "--prefix jobs" in message
+
+
+@pytest.mark.parametrize("start", ["behind", "stdlib3", "empty"])
+def test_the_command_the_error_names_brings_the_database_to_head(
+    start: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "queue.db"
+    if start == "behind":
+        mig.upgrade(path, revision="harel_sa_0002")
+    elif start == "stdlib3":
+        STARTS["stdlib3"](path, FakeClock())
+    command_line = re.findall(r"`(harel-sa [^`]+)`", refusal(path))
+    assert len(command_line) == 1
+    argv = command_line[0].split()
+    run([Path(sys.executable).parent / argv[0], *argv[1:]])
+    assert mig.check(path)
+    with SqliteTransport(path, create_schema=False) as q:
+        q.claim("w", 30.0)
+
+
+def test_at_head_the_transport_opens_and_creates_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "queue.db"
+    mig.upgrade(path)
+    schema = names_of(path, "table") | names_of(path, "index")
+    with SqliteTransport(path, create_schema=False) as q:
+        assert q.claim("w", 30.0) is None
+    assert names_of(path, "table") | names_of(path, "index") == schema

@@ -1,0 +1,78 @@
+"""The claim walks an index and stops: no full scan, no sort of the groups (EXPLAIN QUERY PLAN)."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import pytest
+
+from harel_sa import SqliteTransport
+from harel_sa.sql import statements_for
+from harel_sa.schema import Names
+
+NAMES = Names()
+BASE_TABLES = {"g", "m", "x", "h"}  # the aliases the claim gives its tables
+
+
+def plan(db: str, min_priority: int, keys: int) -> list[tuple[int, int, str]]:
+    SqliteTransport(db).close()
+    sql = statements_for(NAMES).claim(min_priority, keys)
+    params = {"now": 1.0, "min_priority": min_priority, **{f"key{i}": f"k{i}" for i in range(keys)}}
+    with sqlite3.connect(db) as conn:
+        # A realistic shape so the planner's choices are the ones production sees.
+        conn.executemany(
+            f"INSERT INTO {NAMES.groups} (group_id, priority, routing_key) VALUES (?, ?, ?)",
+            [(f"g{i}", i % 5, f"k{i % 3}") for i in range(2000)],
+        )
+        conn.executemany(
+            f"INSERT INTO {NAMES.messages} (group_id, event) VALUES (?, '{{}}')",
+            [(f"g{i % 2000}",) for i in range(6000)],
+        )
+        conn.execute("ANALYZE")
+        return [(r[0], r[1], r[3]) for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+
+
+CASES = [(0, 0), (2, 0), (4, 0), (0, 1), (0, 3), (3, 2)]
+
+
+@pytest.mark.parametrize(("min_priority", "keys"), CASES)
+def test_every_table_access_is_an_index_search_or_an_ordered_index_walk(
+    db: str, min_priority: int, keys: int
+) -> None:
+    for _, _, detail in plan(db, min_priority, keys):
+        scan = re.match(r"SCAN (\w+)", detail)
+        if scan and scan.group(1) in BASE_TABLES:
+            # The one walk allowed: the groups in claim order, on an index, stopping early.
+            assert scan.group(1) == "g" and "USING INDEX" in detail, detail
+        search = re.match(r"SEARCH (\w+)", detail)
+        if search:
+            assert "INDEX" in detail or "PRIMARY KEY" in detail, detail
+
+
+def test_the_plain_claim_sorts_nothing(db: str) -> None:
+    details = [d for _, _, d in plan(db, 0, 0)]
+    assert not [d for d in details if "TEMP B-TREE" in d], details
+    assert f"SCAN g USING INDEX {NAMES.groups_by_last_claimed}" in details
+
+
+@pytest.mark.parametrize(("min_priority", "keys"), [c for c in CASES if c != (0, 0)])
+def test_lanes_sort_only_their_single_row_winners(db: str, min_priority: int, keys: int) -> None:
+    rows = plan(db, min_priority, keys)
+    children: dict[int, list[str]] = {}
+    for node, parent, detail in rows:
+        children.setdefault(parent, []).append(detail)
+    for node, parent, detail in rows:
+        if "TEMP B-TREE" in detail:
+            # A temp sort may only order the lanes' results (each LIMIT 1), never a table.
+            siblings = children[parent]
+            assert any(s.startswith("SCAN (subquery") for s in siblings), (detail, siblings)
+            assert not any(re.match(r"SCAN [ghmx]\b", s) for s in siblings), siblings
+    walks = [d for _, _, d in rows if re.match(r"(SEARCH|SCAN) g\b", d)]
+    index = NAMES.groups_by_routing_key if keys else NAMES.groups_by_priority
+    assert walks and all(index in d for d in walks), walks
+
+
+def test_the_in_flight_probe_uses_the_index_of_leased_rows(db: str) -> None:
+    probes = [d for _, _, d in plan(db, 0, 0) if re.match(r"SEARCH x\b", d)]
+    assert probes and all(NAMES.messages_leased in d for d in probes), probes

@@ -1,0 +1,138 @@
+"""Names, the metadata, the start-up schema work, and the targets a transport accepts."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from harel_sa import (
+    AsyncSqliteTransport,
+    Event,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    Names,
+    SchemaError,
+    SqliteTransport,
+    metadata,
+)
+
+
+def test_names_follow_the_prefix() -> None:
+    n = Names("jobs")
+    assert (n.messages, n.groups, n.dead) == (
+        "jobs_transport_messages",
+        "jobs_transport_groups",
+        "jobs_transport_dead",
+    )
+    assert n.groups_by_last_claimed == "jobs_transport_groups_by_last_claimed"
+    assert n.messages_by_group == "jobs_transport_messages_by_group"
+    assert n.groups_by_routing_key == "jobs_transport_groups_by_routing_key"
+    assert Names().prefix == "harel"
+
+
+@pytest.mark.parametrize("prefix", ["a", "_", "A_b9", "x" * 30])
+def test_good_prefixes(prefix: str) -> None:
+    assert Names(prefix).prefix == prefix
+
+
+@pytest.mark.parametrize("prefix", ["", "9a", "a-b", "a b", "é", "x" * 31, "a;b", "a\n"])
+def test_bad_prefixes_raise_value_error(prefix: str) -> None:
+    with pytest.raises(InvalidArgumentError) as info:
+        Names(prefix)
+    assert isinstance(info.value, ValueError)
+
+
+def test_the_metadata_holds_the_design_tables_and_indexes() -> None:
+    md = metadata("p")
+    assert set(md.tables) == {"p_transport_messages", "p_transport_groups", "p_transport_dead"}
+    groups = md.tables["p_transport_groups"]
+    assert [c.name for c in groups.c] == ["group_id", "last_claimed_at", "priority", "routing_key"]
+    assert {ix.name: [c.name for c in ix.columns] for ix in groups.indexes} == {
+        "p_transport_groups_by_last_claimed": ["last_claimed_at"],
+        "p_transport_groups_by_routing_key": ["routing_key", "last_claimed_at"],
+        "p_transport_groups_by_priority": ["priority", "last_claimed_at"],
+    }
+    messages = md.tables["p_transport_messages"]
+    assert [c.name for c in messages.c][:5] == [
+        "seq", "group_id", "event", "locked_by", "lock_expiry",
+    ]
+
+
+def test_create_schema_false_on_an_empty_file_names_what_is_missing(db: str) -> None:
+    with pytest.raises(SchemaError) as info:
+        SqliteTransport(db, create_schema=False)
+    text = str(info.value)
+    assert "table harel_transport_messages" in text
+    assert "harel-sa db upgrade" in text
+
+
+def test_start_up_restores_a_dropped_index_and_then_the_check_passes(db: str) -> None:
+    SqliteTransport(db).close()
+    with sqlite3.connect(db) as raw:
+        raw.execute("DROP INDEX harel_transport_messages_leased")
+    with pytest.raises(SchemaError, match="index harel_transport_messages_leased"):
+        SqliteTransport(db, create_schema=False)
+    SqliteTransport(db).close()
+    SqliteTransport(db, create_schema=False).close()
+
+
+def test_transports_starting_together_do_not_race(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    db = str(tmp_path / "race.db")
+    with ThreadPoolExecutor(8) as pool:
+        for t in pool.map(lambda _: SqliteTransport(db), range(8)):
+            t.close()
+    SqliteTransport(db, create_schema=False).close()
+
+
+def test_a_callers_engine_stays_theirs(db: str) -> None:
+    engine = create_engine(f"sqlite:///{db}")
+    def listeners() -> tuple[int, int]:
+        return len(engine.pool.dispatch.connect), len(engine.dispatch.begin)
+
+    before = listeners()
+    with SqliteTransport(engine) as t:
+        t.publish("g", Event(kind="x"))
+        assert t.claim("w", 5).event.kind == "x"
+    assert listeners() == before
+    with engine.connect() as conn:  # the pooled connection came back as it was lent
+        assert conn.connection.driver_connection.isolation_level == ""
+    engine.dispose()
+
+
+def test_a_callers_async_engine_stays_theirs(db: str) -> None:
+    async def main() -> None:
+        engine = create_async_engine(f"sqlite+aiosqlite:///{db}")
+        async with await AsyncSqliteTransport.create(engine) as t:
+            await t.publish("g", Event(kind="x"))
+            lease = await t.claim("w", 5)
+            assert lease is not None and lease.event.kind == "x"
+        await engine.dispose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("target", "error"),
+    [
+        ("postgresql://u@h/db", InvalidArgumentError),
+        ("sqlite+aiosqlite:///x.db", InvalidArgumentError),
+        (42, InvalidArgumentTypeError),
+        ("", InvalidArgumentError),
+    ],
+)
+def test_targets_the_sync_transport_refuses(target: object, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        SqliteTransport(target)
+
+
+def test_a_url_and_a_path_reach_the_same_file(db: str) -> None:
+    with SqliteTransport(db) as a, SqliteTransport(f"sqlite:///{db}") as b:
+        a.publish("g", Event(kind="x"))
+        assert b.claim("w", 5).event.kind == "x"
