@@ -29,11 +29,13 @@ from harel_sa.errors import (
 from harel_sa.events import Event, Lease
 from harel_sa.schema import HEAD_REVISION, SCHEMA_VERSION, Names, metadata, schema_for
 from harel_sa.transport import SqliteTransport
+from harel_sa.worker import AsyncWorker, Worker
 
 __all__ = [
     "HEAD_REVISION",
     "SCHEMA_VERSION",
     "AsyncSqliteTransport",
+    "AsyncWorker",
     "Bucket",
     "BusyError",
     "DeadMessage",
@@ -54,6 +56,7 @@ __all__ = [
     "StorageError",
     "StorageFullError",
     "TransportClosedError",
+    "Worker",
     "metadata",
     "schema_for",
 ]

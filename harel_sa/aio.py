@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from harel_sa import operations as ops
 from harel_sa import startup
 from harel_sa.admin import DeadMessage, QueuedMessage, Stats
-from harel_sa.connect import display, driver_args, sqlite_url
+from harel_sa.connect import display, driver_args, require_file, sqlite_url
 from harel_sa.core import Call, Calls, Options, Synchronous, default_clock
 from harel_sa.errors import InvalidArgumentError, TransportClosedError
 from harel_sa.events import E, Event, Lease
@@ -41,18 +41,22 @@ class _Driver:
     prior_isolation: Any = None
 
     @classmethod
-    async def open(cls, target: object, busy_timeout: float) -> _Driver:
+    async def open(cls, target: object, busy_timeout: float, create: bool) -> _Driver:
         if isinstance(target, AsyncEngine):
             if target.dialect.name != "sqlite" or target.dialect.driver != "aiosqlite":
                 raise InvalidArgumentError(
                     f"the AsyncEngine must use sqlite+aiosqlite, not {target.url.drivername!r}"
                 )
+            if not create:
+                require_file(target.url)
             handle = await target.connect()
             raw = await handle.get_raw_connection()
             conn: aiosqlite.Connection = raw.driver_connection  # type: ignore[assignment]
             prior = await _in_thread(conn, lambda: conn._conn.isolation_level)
             return cls(conn, display(target.url), handle, prior)
         url = sqlite_url(target.url if isinstance(target, Engine) else target)
+        if not create:
+            require_file(url)
         args, kwargs = driver_args(url, busy_timeout)
         with ops.storage_errors():
             conn = await aiosqlite.connect(*args, **kwargs)
@@ -104,7 +108,7 @@ class AsyncSqliteTransport(Generic[E]):
     ) -> AsyncSqliteTransport[E]:
         """Open the transport; the schema is created, upgraded or checked as in the sync one."""
         options = Options(prefix, clock, busy_timeout, event_type, synchronous)
-        driver = await _Driver.open(target, options.busy_timeout)
+        driver = await _Driver.open(target, options.busy_timeout, create_schema)
         try:
             await driver.run(lambda raw: startup.run(raw, options, create_schema, driver.where))
         except BaseException:
@@ -127,8 +131,9 @@ class AsyncSqliteTransport(Generic[E]):
                 # The driver's thread finishes what it was handed; wait for it, and give back
                 # a lease nobody will see, so the message need not wait for its lease to lapse.
                 result = await _finish(done)
-                if isinstance(result, Lease):
-                    await self._driver.run(self._calls.nack(result, 0.0))
+                taken = result[1] if isinstance(result, tuple) else result  # ack_and_claim
+                if isinstance(taken, Lease):
+                    await self._driver.run(self._calls.nack(taken, 0.0))
                 raise
 
     async def publish(

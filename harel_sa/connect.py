@@ -10,7 +10,12 @@ from typing import Any
 from sqlalchemy import URL, Connection, Engine, NullPool, create_engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError, StorageError
+from harel_sa.errors import (
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    SchemaError,
+    StorageError,
+)
 from harel_sa.operations import translate
 
 
@@ -37,6 +42,24 @@ def sqlite_url(target: object) -> URL:
     return url
 
 
+def missing_file(url: URL) -> str | None:
+    """The path of ``url``'s database file when it names one that does not exist."""
+    database = url.database or ""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return None if os.path.exists(database) else database
+
+
+def require_file(url: URL) -> None:
+    """Refuse (before SQLite creates it) a database file that does not exist."""
+    path = missing_file(url)
+    if path is not None:
+        raise SchemaError(
+            f"no database at {path}: create it with `harel-sa db upgrade --url {display(url)}` "
+            "or open the transport with create_schema=True"
+        )
+
+
 def display(url: URL) -> str:
     return url.render_as_string(hide_password=True)
 
@@ -56,7 +79,8 @@ class SyncConnection:
     prior_isolation: Any
 
     @classmethod
-    def open(cls, target: object, busy_timeout: float) -> SyncConnection:
+    def open(cls, target: object, busy_timeout: float, create: bool) -> SyncConnection:
+        """Check out a connection; with ``create`` False a missing file is refused."""
         if isinstance(target, Engine):
             engine, owned = target, False
             if engine.dialect.name != "sqlite" or engine.dialect.driver != "pysqlite":
@@ -75,6 +99,8 @@ class SyncConnection:
                 connect_args={"check_same_thread": False, "timeout": busy_timeout},
             )
             owned = True
+        if not create:
+            require_file(engine.url)
         try:
             handle = engine.connect()
         except DBAPIError as exc:

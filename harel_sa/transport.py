@@ -44,7 +44,9 @@ class SqliteTransport(Generic[E]):
         options = Options(prefix, clock, busy_timeout, event_type, synchronous)
         self._calls = Calls(options)
         self._lock = threading.Lock()
-        self._db: SyncConnection | None = SyncConnection.open(target, options.busy_timeout)
+        self._db: SyncConnection | None = SyncConnection.open(
+            target, options.busy_timeout, create_schema
+        )
         try:
             startup.run(self._db.raw, options, create_schema, self._db.where)
         except BaseException:

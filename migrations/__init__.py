@@ -32,7 +32,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, NullPool, create_engine, event
 
-from harel_sa.connect import sqlite_url
+from harel_sa.connect import missing_file, sqlite_url
 from harel_sa.schema import DEFAULT_PREFIX, Names
 
 #: Where the revisions are, as a package resource for ``version_locations``.
@@ -197,6 +197,8 @@ def heads() -> tuple[str, ...]:
 def current(target: object, *, prefix: str = DEFAULT_PREFIX) -> tuple[str, ...]:
     """The revision(s) recorded for ``prefix`` on ``target``; empty when none is."""
     version_table = Names(prefix).version_table
+    if missing_file(sqlite_url(_sync_url(target))) is not None:
+        return ()  # nothing recorded, and no empty file left behind by looking
     with _reading(target) as conn:
         context = MigrationContext.configure(conn, opts={"version_table": version_table})
         return tuple(context.get_current_heads())

@@ -64,6 +64,7 @@ def test_the_metadata_holds_the_design_tables_and_indexes() -> None:
 
 
 def test_create_schema_false_on_an_empty_file_names_what_is_missing(db: str) -> None:
+    Path(db).touch()
     with pytest.raises(SchemaError) as info:
         SqliteTransport(db, create_schema=False)
     text = str(info.value)
@@ -136,3 +137,15 @@ def test_a_url_and_a_path_reach_the_same_file(db: str) -> None:
     with SqliteTransport(db) as a, SqliteTransport(f"sqlite:///{db}") as b:
         a.publish("g", Event(kind="x"))
         assert b.claim("w", 5).event.kind == "x"
+
+
+def test_create_schema_false_never_creates_a_file(tmp_path: Path) -> None:
+    from harel_sa.migrations import check, current
+
+    path = tmp_path / "absent.db"
+    with pytest.raises(SchemaError, match="no database at"):
+        SqliteTransport(str(path), create_schema=False)
+    with pytest.raises(SchemaError, match="no database at"):
+        asyncio.run(AsyncSqliteTransport.create(str(path), create_schema=False))
+    assert current(str(path)) == () and check(str(path)) is False
+    assert not path.exists()

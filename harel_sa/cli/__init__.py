@@ -1,0 +1,90 @@
+"""The ``harel-sa`` command (also ``python -m harel_sa``): run, watch and operate a queue.
+
+``main(argv)`` parses, runs one subcommand and returns its exit code (see
+:mod:`harel_sa.cli.common`): every failure it expects ends as one line on stderr, never a
+traceback (``--debug`` shows the traceback of an unexpected one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from harel_sa.cli import db, demo, queue
+from harel_sa.cli.common import FAILED, INTERRUPTED, SCHEMA, USAGE, CliError
+from harel_sa.errors import (
+    HarelSAError,
+    InvalidArgumentError,
+    NotADatabaseError,
+    SchemaError,
+)
+
+__all__ = ["main", "parser"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (and exit 2), pointing at ``--help``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = _Parser(
+        prog="harel-sa",
+        description="A durable one-host message queue on SQLite: run the demo, migrate, "
+        "inspect and operate a queue. Exit codes: 0 ok, 1 failed or declined, 2 bad usage "
+        "or input, 3 schema not at head (run `harel-sa db upgrade`).",
+    )
+    top.add_argument(
+        "--debug", action="store_true", help="show the traceback of an unexpected error"
+    )
+    commands = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    demo.register(commands)
+    db.register(commands)
+    queue.register(commands)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``harel-sa`` with ``argv`` (default: the process's); return the exit code."""
+    args = parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+        sys.stdout.flush()
+        return code
+    except CliError as exc:
+        return _fail(exc.code, str(exc))
+    except SchemaError as exc:
+        return _fail(SCHEMA, str(exc))
+    except (InvalidArgumentError, NotADatabaseError) as exc:
+        return _fail(USAGE, str(exc))
+    except HarelSAError as exc:
+        return _fail(FAILED, str(exc))
+    except SQLAlchemyError as exc:
+        orig = getattr(exc, "orig", None)
+        if isinstance(orig, sqlite3.DatabaseError):
+            notadb = getattr(orig, "sqlite_errorname", "") == "SQLITE_NOTADB"
+            return _fail(USAGE if notadb else FAILED, f"{orig}")
+        return _fail(FAILED, f"{type(exc).__name__}: {exc}")
+    except KeyboardInterrupt:
+        return _fail(INTERRUPTED, "interrupted")
+    except BrokenPipeError:
+        # The reader went away (``| head``): say nothing more, and let exit not complain.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return FAILED
+    except Exception as exc:
+        if args.debug:
+            raise
+        return _fail(FAILED, f"unexpected {type(exc).__name__}: {exc} (--debug shows more)")
+
+
+def _fail(code: int, message: str) -> int:
+    print(f"harel-sa: {' '.join(message.split())}", file=sys.stderr)
+    return code

@@ -1,0 +1,207 @@
+"""What every ``harel-sa`` command shares: the database options, exit codes, output helpers.
+
+Exit codes: 0 done; 1 the operation or a verification failed (or was declined); 2 bad usage
+or input (arguments, a path or URL that is not a SQLite file); 3 the schema is not at head
+(``harel-sa db upgrade`` fixes it); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO, TypeAlias
+
+from sqlalchemy import make_url
+from sqlalchemy.exc import ArgumentError
+
+from harel_sa import Names, SqliteTransport
+
+OK, FAILED, USAGE, SCHEMA, INTERRUPTED = 0, 1, 2, 3, 130
+
+#: What ``add_subparsers`` returns; each command module registers its parsers on it.
+Commands: TypeAlias = "argparse._SubParsersAction[Any]"
+
+
+class CliError(Exception):
+    """A failure the command reports as one line on stderr, exiting with ``code``."""
+
+    def __init__(self, message: str, code: int = USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Target:
+    """The database a command works on: what the API is given, and the file behind it."""
+
+    api: str  # a path or a sqlite:/// URL, as the user gave it
+    path: str | None  # the file, when it can be told (not for a ``uri=true`` URL)
+    prefix: str
+    is_url: bool = False
+
+    @property
+    def flag(self) -> str:
+        """The option that names this database again, for messages (``--db x.db``)."""
+        return f"--url {self.api}" if self.is_url else f"--db {self.api}"
+
+    def open(self, **kwargs: Any) -> SqliteTransport:
+        """The transport, schema checked (not created) unless ``create_schema=True`` is given."""
+        kwargs.setdefault("create_schema", False)
+        return SqliteTransport(self.api, prefix=self.prefix, **kwargs)
+
+
+def add_db_options(parser: argparse.ArgumentParser, *, default_db: str | None = None) -> None:
+    """``--db PATH`` | ``--url URL`` and ``--prefix`` (every database command has them)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--db",
+        metavar="PATH",
+        default=default_db,
+        help="the SQLite file" + (f" (default: {default_db})" if default_db else ""),
+    )
+    where.add_argument("--url", metavar="URL", help="the database as a sqlite:///PATH URL")
+    add_prefix_option(parser)
+
+
+def add_prefix_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--prefix", default=Names().prefix, help="the table prefix (default: %(default)s)"
+    )
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def target(args: argparse.Namespace, *, must_exist: bool) -> Target:
+    """The database of ``--db``/``--url``, checked before anything opens it.
+
+    ``must_exist`` commands never create a file: a missing one is a usage error (2) that
+    says how to make it. Any other bad path or URL is a usage error too.
+    """
+    checked = prefix(args.prefix)
+    if args.url:
+        api, path = args.url, _url_path(args.url)
+    elif args.db:
+        api = path = args.db
+    else:
+        raise CliError("no database: give --db PATH or --url sqlite:///PATH")
+    found = Target(api, path, checked, is_url=bool(args.url))
+    if path is not None:
+        _check_path(path, must_exist, found)
+    return found
+
+
+def prefix(value: str) -> str:
+    """A valid table prefix, or a usage error."""
+    try:
+        return Names(value).prefix
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _url_path(url: str) -> str | None:
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise CliError(f"not a database URL: {url!r}") from exc
+    if parsed.drivername not in ("sqlite", "sqlite+pysqlite"):
+        raise CliError(
+            f"harel-sa works on SQLite files (sqlite:///PATH), not {parsed.drivername!r}"
+        )
+    if not parsed.database or parsed.database == ":memory:":
+        raise CliError(f"{url!r} names no file: use sqlite:///PATH")
+    return None if "uri" in parsed.query else parsed.database
+
+
+def _check_path(path: str, must_exist: bool, t: Target) -> None:
+    if os.path.isdir(path):
+        raise CliError(f"{path} is a directory, not a database file")
+    if must_exist and not os.path.exists(path):
+        raise CliError(
+            f"no such database file: {path} "
+            f"(create it with `harel-sa db upgrade {t.flag} --prefix {t.prefix}`)"
+        )
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise CliError(f"cannot create {path}: directory {parent} does not exist")
+
+
+def emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    """Print ``data`` as JSON with ``--json``, else ``text`` (both to stdout)."""
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2, sort_keys=False))
+    elif text:
+        print(text)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]], indent: str = "") -> str:
+    """Aligned columns (numbers to the right); ``(none)`` stands for ``None``."""
+    raw = [list(row) for row in rows]
+    numeric = [
+        any(row[i] is not None for row in raw)
+        and all(isinstance(row[i], int | float) for row in raw if row[i] is not None)
+        for i in range(len(headers))
+    ]
+    cells = [[_cell(v) for v in row] for row in raw]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    lines = [headers, *cells]
+    return "\n".join(
+        indent
+        + "  ".join(
+            v.rjust(w) if numeric[i] and n else v.ljust(w)
+            for i, (v, w) in enumerate(zip(line, widths, strict=True))
+        ).rstrip()
+        for n, line in enumerate(lines)
+    )
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def ago(epoch: float | None, now: float | None = None) -> str:
+    """``12.3s ago`` / ``in 4.0s`` relative to now; ``-`` for ``None``."""
+    if epoch is None:
+        return "-"
+    delta = epoch - (time.time() if now is None else now)
+    return f"in {delta:.1f}s" if delta >= 0 else f"{-delta:.1f}s ago"
+
+
+def confirm(question: str, yes: bool) -> bool:
+    """``True`` with ``--yes``; else ask on stderr and read one answer from stdin.
+
+    Only ``y`` or ``yes`` agrees; end of input (a closed or empty stdin) declines.
+    """
+    if yes:
+        return True
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    try:
+        answer = sys.stdin.readline() if sys.stdin is not None else ""
+    except (OSError, ValueError):
+        answer = ""
+    if not (answer.endswith("\n") and _isatty(sys.stdin)):
+        print(file=sys.stderr)  # the answer was not echoed: end the question's line
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _isatty(stream: TextIO | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):
+        return False

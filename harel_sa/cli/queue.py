@@ -1,0 +1,267 @@
+"""``harel-sa stats | peek | release | purge | dead``: see and operate a queue.
+
+Each opens the transport with ``create_schema=False``: they never create or migrate anything,
+and a database that is not at head fails with the one-line ``SchemaError`` (exit 3) naming
+``harel-sa db upgrade``. A missing file is a usage error (exit 2); none is ever created.
+Deleting commands (``purge``, ``dead purge``) ask first unless ``--yes``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from harel_sa import SqliteTransport, Stats
+from harel_sa.cli.common import (
+    FAILED,
+    OK,
+    Commands,
+    add_db_options,
+    add_json_option,
+    ago,
+    confirm,
+    emit,
+    shorten,
+    table,
+    target,
+)
+
+_EVENT_WIDTH = 60
+_COUNT_LIMIT = 10_000
+
+
+def register(commands: Commands) -> None:
+    _stats(commands)
+    _peek(commands)
+    _release(commands)
+    _purge(commands)
+    _dead(commands)
+
+
+def _parser(commands: Commands, name: str, summary: str, details: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=summary, description=details)
+    add_db_options(parser)
+    return parser
+
+
+def _stats(commands: Commands) -> None:
+    p = _parser(
+        commands,
+        "stats",
+        "messages, groups, in flight, parked, dead, oldest age, by priority and routing key",
+        "One consistent snapshot of the queue under a prefix.",
+    )
+    add_json_option(p)
+    p.set_defaults(func=cmd_stats)
+
+
+def _peek(commands: Commands) -> None:
+    p = _parser(
+        commands,
+        "peek",
+        "the next messages of a group or of the queue, without claiming them",
+        "The next messages (oldest first) with their state: ready, leased or parked.",
+    )
+    p.add_argument("--group", metavar="G", help="only this group (default: the whole queue)")
+    p.add_argument("--limit", metavar="N", type=int, default=10, help="at most N (default: 10)")
+    p.add_argument("--full", action="store_true", help="print events whole, not shortened")
+    add_json_option(p)
+    p.set_defaults(func=cmd_peek)
+
+
+def _release(commands: Commands) -> None:
+    p = _parser(
+        commands,
+        "release",
+        "end the park of parked messages now (of a group, or all)",
+        "Parked messages (nacked with a delay) become deliverable at once. Leases held by "
+        "workers are not touched.",
+    )
+    p.add_argument("--group", metavar="G", help="only this group (default: every group)")
+    add_json_option(p)
+    p.set_defaults(func=cmd_release)
+
+
+def _purge(commands: Commands) -> None:
+    p = _parser(
+        commands,
+        "purge",
+        "delete every message of a group (asks first)",
+        "Delete every message of group G, leased ones included (their workers' acks will "
+        "return False). Asks for 'y' on stdin unless --yes; any other answer, or none, "
+        "deletes nothing and exits 1.",
+    )
+    p.add_argument("--group", metavar="G", required=True, help="the group to empty")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask")
+    add_json_option(p)
+    p.set_defaults(func=cmd_purge)
+
+
+def _dead(commands: Commands) -> None:
+    dead = commands.add_parser(
+        "dead",
+        help="the dead letters: list, requeue, purge",
+        description="Messages moved to the dead table (undecodable, or delivered "
+        "max_deliveries times, or dead-lettered by a worker).",
+    )
+    sub = dead.add_subparsers(dest="dead_command", metavar="{list,requeue,purge}", required=True)
+    for name, summary, func in (
+        ("list", "the dead messages, oldest first", cmd_dead_list),
+        ("requeue", "put dead messages back at the tail of their groups", cmd_dead_requeue),
+        ("purge", "delete dead messages for good (asks first)", cmd_dead_purge),
+    ):
+        p = _parser(sub, name, summary, summary[0].upper() + summary[1:] + ".")
+        p.add_argument("--group", metavar="G", help="only this group's")
+        p.add_argument(
+            "--seq", metavar="N", type=int, action="append", help="only this seq (repeatable)"
+        )
+        if name == "list":
+            p.add_argument("--limit", metavar="N", type=int, default=100, help="default: 100")
+            p.add_argument("--full", action="store_true", help="print errors and events whole")
+        if name == "purge":
+            p.add_argument("-y", "--yes", action="store_true", help="do not ask")
+        add_json_option(p)
+        p.set_defaults(func=func)
+
+
+@contextmanager
+def _opened(args: argparse.Namespace) -> Iterator[SqliteTransport]:
+    transport = target(args, must_exist=True).open()
+    try:
+        yield transport
+    finally:
+        transport.close()
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with _opened(args) as q:
+        stats = q.stats()
+    emit(args, stats.model_dump(mode="json"), _stats_text(stats))
+    return OK
+
+
+def _stats_text(s: Stats) -> str:
+    age = "-" if s.oldest_age is None else f"{s.oldest_age:.1f}s"
+    head = table(
+        ["", ""],
+        [
+            ("messages", s.messages),
+            ("groups", s.groups),
+            ("in flight", s.in_flight),
+            ("parked", s.parked),
+            ("dead", s.dead),
+            ("oldest age", age),
+        ],
+    ).split("\n", 1)[1]
+    priorities = table(
+        ["priority", "groups", "messages"],
+        [(b.priority, b.groups, b.messages) for b in s.by_priority],
+        indent="  ",
+    )
+    keys = table(
+        ["routing key", "groups", "messages"],
+        [(b.routing_key, b.groups, b.messages) for b in s.by_routing_key],
+        indent="  ",
+    )
+    return f"{head}\n\nby priority\n{priorities}\n\nby routing key\n{keys}"
+
+
+def cmd_peek(args: argparse.Namespace) -> int:
+    with _opened(args) as q:
+        messages = q.peek(args.group, args.limit)
+    width = None if args.full else _EVENT_WIDTH
+    rows = [
+        (
+            m.seq,
+            m.group_id,
+            m.state,
+            m.deliveries,
+            ago(m.lock_expiry) if m.state != "ready" else "-",
+            (m.locked_by or "-").split("#", 1)[0] if m.state == "leased" else "-",
+            m.event if width is None else shorten(m.event, width),
+        )
+        for m in messages
+    ]
+    text = table(["seq", "group", "state", "deliveries", "until", "worker", "event"], rows)
+    emit(args, [m.model_dump(mode="json") for m in messages], text if rows else "(no messages)")
+    return OK
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    with _opened(args) as q:
+        released = q.release(args.group)
+    where = f" of group {args.group}" if args.group else ""
+    emit(args, {"released": released}, f"released {released} parked message(s){where}")
+    return OK
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    with _opened(args) as q:
+        present = q.peek(args.group, _COUNT_LIMIT + 1)
+        if not present:
+            emit(args, {"purged": 0}, f"group {args.group} has no messages: nothing to purge")
+            return OK
+        leased = sum(m.state == "leased" for m in present)
+        count = f"{len(present)}" if len(present) <= _COUNT_LIMIT else f"over {_COUNT_LIMIT}"
+        question = f"delete all {count} message(s) of group {args.group!r} ({leased} leased)?"
+        if not confirm(question, args.yes):
+            return _declined(args, "purged")
+        purged = q.purge(args.group)
+    emit(args, {"purged": purged}, f"purged {purged} message(s) of group {args.group}")
+    return OK
+
+
+def _declined(args: argparse.Namespace, key: str) -> int:
+    emit(args, {key: 0, "declined": True}, "")
+    print("harel-sa: not confirmed; nothing deleted (answer 'y', or pass --yes)", file=sys.stderr)
+    return FAILED
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch).isoformat(sep=" ", timespec="seconds")
+
+
+def cmd_dead_list(args: argparse.Namespace) -> int:
+    with _opened(args) as q:
+        dead = q.dead(args.group, args.seq, args.limit)
+    width = None if args.full else _EVENT_WIDTH
+    rows = [
+        (
+            d.seq,
+            d.group_id,
+            d.deliveries,
+            d.priority,
+            d.routing_key,
+            _when(d.dead_at),
+            d.error if width is None else shorten(d.error, width),
+        )
+        for d in dead
+    ]
+    headers = ["seq", "group", "deliveries", "priority", "routing key", "dead at", "error"]
+    text = table(headers, rows) if rows else "(no dead messages)"
+    emit(args, [d.model_dump(mode="json") for d in dead], text)
+    return OK
+
+
+def cmd_dead_requeue(args: argparse.Namespace) -> int:
+    with _opened(args) as q:
+        moved = q.requeue_dead(args.group, args.seq)
+    emit(args, {"requeued": moved}, f"requeued {moved} dead message(s)")
+    return OK
+
+
+def cmd_dead_purge(args: argparse.Namespace) -> int:
+    with _opened(args) as q:
+        chosen = q.dead(args.group, args.seq, _COUNT_LIMIT + 1)
+        if not chosen:
+            emit(args, {"purged": 0}, "no dead messages match: nothing to purge")
+            return OK
+        count = f"{len(chosen)}" if len(chosen) <= _COUNT_LIMIT else f"over {_COUNT_LIMIT}"
+        if not confirm(f"delete {count} dead message(s) for good?", args.yes):
+            return _declined(args, "purged")
+        purged = q.purge_dead(args.group, args.seq)
+    emit(args, {"purged": purged}, f"purged {purged} dead message(s)")
+    return OK
