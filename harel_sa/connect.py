@@ -56,6 +56,7 @@ def require_file(url: URL) -> None:
     if path is not None:
         raise SchemaError(
             f"no database at {path}: create it with `harel-sa db upgrade --url {display(url)}` "
+            "(or `alembic upgrade heads` in your own pipeline), "
             "or open the transport with create_schema=True"
         )
 

@@ -65,10 +65,17 @@ def test_a_host_history_behind_head_is_refused(tmp_path: Path) -> None:
 
 def test_an_empty_database_names_every_missing_table(tmp_path: Path) -> None:
     path = tmp_path / "queue.db"
+    path.touch()
     message = refusal(path)
     for table in NAMES.tables:
         assert f"table {table}" in message
     assert not names_of(path, "table")  # it created nothing
+
+
+def test_a_missing_file_is_named_and_not_created(tmp_path: Path) -> None:
+    path = tmp_path / "queue.db"
+    assert f"no database at {path}" in refusal(path)
+    assert not path.exists()
 
 
 def test_a_file_of_the_original_transport_names_the_missing_columns_and_indexes(

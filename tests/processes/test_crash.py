@@ -1,0 +1,279 @@
+"""Crash test: producers and workers on one file, SIGKILLed over many rounds, then drained.
+
+Each round starts every process (a new incarnation each time), kills one at a random moment
+every few hundred milliseconds and restarts whatever died, then kills them all at once and
+checks the file. Besides the random kills, most incarnations are told to kill themselves at a
+chosen point (``bodies.PRODUCER_POINTS``/``WORKER_POINTS``): between the statements of a
+publish, a claim or an ack, just before their COMMIT, right after they returned, in the middle
+of handling, in a heartbeat. Incarnations alternate ``synchronous`` FULL and NORMAL: a process
+crash loses nothing with either. Leases last ``VIS`` seconds of real time (the one place real
+time is needed: a killed worker's lease must lapse); the final drain runs on a clock ``2 * VIS``
+ahead, so it needs no sleep to see every old lease lapsed.
+
+Afterwards: every publish a producer logged (only after ``publish()`` returned) was handled
+at least once and the queue is empty; no row was ever stranded; no group ever had two live
+leases (checked inside each worker after each claim, and as non-overlapping handling
+intervals); per-group order held for every first handling; no message was acked twice.
+
+Default: a few rounds (well under two minutes). ``--long``: many more.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.processes import bodies
+from tests.processes.bodies import PHASES, Plan, ProducerConfig, WorkerConfig
+
+VIS = 1.0
+PRODUCERS = 2
+WORKERS = 3
+GROUPS_PER_PRODUCER = 6
+ROUND_SECONDS = 2.5
+ROUNDS = 8
+LONG_ROUNDS = 120
+PLAN_SHARE = 0.6  # share of incarnations told to kill themselves at a point
+
+
+class Fleet:
+    """The producer and worker processes, restarted as they die."""
+
+    def __init__(self, path: str, logs: Path, seed: int) -> None:
+        self.ctx = bodies.context()
+        self.path = path
+        self.logs = logs
+        self.rng = random.Random(seed)
+        self.slots = PRODUCERS + WORKERS
+        self.phases = self.ctx.Array("b", self.slots, lock=False)
+        self.never = self.ctx.Event()  # workers in the chaos never stop on an empty queue
+        self.procs: dict[int, Any] = {}
+        self.incarnations = Counter[int]()
+        self.points = {
+            "producer": list(bodies.PRODUCER_POINTS),
+            "worker": list(bodies.WORKER_POINTS),
+        }
+        self.next_point = Counter[str]()
+        self.external_kills: Counter[str] = Counter()
+        self.bad_exits: list[str] = []
+
+    def _plan(self, role: str) -> Plan | None:
+        if self.rng.random() >= PLAN_SHARE:
+            return None
+        points = self.points[role]
+        op, where = points[self.next_point[role] % len(points)]
+        self.next_point[role] += 1
+        return Plan(op, where, self.rng.randint(1, 3))
+
+    def start(self, slot: int) -> None:
+        inc = self.incarnations[slot]
+        self.incarnations[slot] += 1
+        sync = "NORMAL" if inc % 2 else "FULL"
+        seed = self.rng.randrange(1 << 30)
+        if slot < PRODUCERS:
+            groups = tuple(f"p{slot}-g{k}" for k in range(GROUPS_PER_PRODUCER))
+            target: Any = bodies.producer_main
+            cfg: Any = ProducerConfig(
+                self.path,
+                str(self.logs),
+                slot,
+                inc,
+                groups,
+                plan=self._plan("producer"),
+                phases=self.phases,
+                synchronous=sync,
+                pause=0.01,
+                seed=seed,
+            )
+        else:
+            target = bodies.worker_main
+            cfg = WorkerConfig(
+                self.path,
+                str(self.logs),
+                slot,
+                inc,
+                VIS,
+                plan=self._plan("worker"),
+                phases=self.phases,
+                producers_done=self.never,
+                synchronous=sync,
+                slow_share=0.05,
+                seed=seed,
+            )
+        self.phases[slot] = 0
+        proc = self.ctx.Process(target=target, args=(cfg,), name=f"slot{slot}.{inc}")  # type: ignore[attr-defined]
+        proc.start()
+        self.procs[slot] = proc
+
+    def start_all(self) -> None:
+        for slot in range(self.slots):
+            self.start(slot)
+
+    def _reaped(self, slot: int) -> None:
+        proc = self.procs.pop(slot)
+        proc.join()
+        if proc.exitcode != -signal.SIGKILL:  # only SIGKILL ends a process here
+            self.bad_exits.append(f"{proc.name} exited with {proc.exitcode}")
+
+    def restart_dead(self) -> None:
+        for slot, proc in list(self.procs.items()):
+            if not proc.is_alive():
+                self._reaped(slot)
+                self.start(slot)
+
+    def kill_one(self) -> None:
+        slot = self.rng.choice(sorted(self.procs))
+        role = "producer" if slot < PRODUCERS else "worker"
+        phase = PHASES[self.phases[slot]]
+        if self.procs[slot].is_alive():
+            os.kill(self.procs[slot].pid, signal.SIGKILL)
+            self.external_kills[f"{role} {phase}"] += 1
+
+    def kill_all(self) -> None:
+        for slot, proc in list(self.procs.items()):
+            if proc.is_alive():
+                os.kill(proc.pid, signal.SIGKILL)
+            self._reaped(slot)
+
+
+def live_leases_after(path: str, now: float) -> int:
+    with sqlite3.connect(path) as raw:
+        found: int = raw.execute(
+            f"SELECT count(*) FROM {bodies.M} WHERE locked_by IS NOT NULL AND lock_expiry >= ?",
+            (now,),
+        ).fetchone()[0]
+        return found
+
+
+def test_producers_and_workers_killed_at_random_moments_lose_nothing(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    rounds = LONG_ROUNDS if request.config.getoption("--long") else ROUNDS
+    path = str(tmp_path / "queue.db")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    fleet = Fleet(path, logs, seed=int(os.environ.get("HAREL_CRASH_SEED", "20240611")))
+    rng = random.Random(fleet.rng.random())
+    try:
+        for _ in range(rounds):
+            fleet.start_all()
+            end = time.monotonic() + ROUND_SECONDS
+            while time.monotonic() < end:
+                time.sleep(rng.uniform(0.1, 0.5))
+                fleet.restart_dead()
+                fleet.kill_one()
+            fleet.kill_all()  # everyone dies at once: the file is as crashes leave it
+            assert bodies.stranded(path) == {
+                "message without group": 0,
+                "group without message": 0,
+                "locked without expiry": 0,
+            }
+    finally:
+        fleet.kill_all()
+    assert bodies.errors(logs) == []
+    assert fleet.bad_exits == []
+    # Every lease was taken by a process now dead: none outlives VIS.
+    assert live_leases_after(path, time.time() + VIS) == 0
+
+    # Drain: fresh workers whose clock is 2 * VIS ahead, so every old lease has lapsed.
+    ctx = fleet.ctx
+    done = ctx.Event()
+    done.set()
+    drainers = [
+        ctx.Process(  # type: ignore[attr-defined]
+            target=bodies.worker_main,
+            args=(
+                WorkerConfig(
+                    path,
+                    str(logs),
+                    slot=90 + i,
+                    incarnation=0,
+                    visibility=30.0,
+                    producers_done=done,
+                    clock_offset=2 * VIS,
+                    handle_max=0.0,
+                    seed=i,
+                ),
+            ),
+            name=f"drainer-{i}",
+        )
+        for i in range(3)
+    ]
+    for p in drainers:
+        p.start()
+    bodies.join_all(drainers, timeout=90)
+    assert bodies.errors(logs) == []
+    assert [p.exitcode for p in drainers] == [0, 0, 0]
+
+    with sqlite3.connect(path) as raw:
+        left = {
+            t: raw.execute(f"SELECT count(*) FROM harel_transport_{t}").fetchone()[0]
+            for t in ("messages", "groups", "dead")
+        }
+    assert left == {"messages": 0, "groups": 0, "dead": 0}
+
+    logged = bodies.published(logs)
+    handled = bodies.handlings(logs)
+    handled_ids = {h.id for h in handled}
+    all_logged = [i for ids in logged.values() for i in ids]
+    assert len(all_logged) == len(set(all_logged))
+
+    # Every committed publish (as its producer logged it) was handled at least once.
+    assert [i for i in all_logged if i not in handled_ids] == []
+
+    # A message handled but never logged can only be the publish its producer was killed in:
+    # the call after the last one it logged. Anything else would be a phantom.
+    last_logged: dict[tuple[str, str], int] = {}
+    for i in all_logged:
+        slot, inc, n, _ = i.split(".")
+        last_logged[slot, inc] = max(last_logged.get((slot, inc), -1), int(n))
+    unlogged = handled_ids - set(all_logged)
+    phantoms = []
+    for i in unlogged:
+        slot, inc, n, _ = i.split(".")
+        if int(n) != last_logged.get((slot, inc), -1) + 1:
+            phantoms.append(i)
+    assert phantoms == []
+
+    # No group ever had two live leases at once.
+    assert [h for h in handled if h.check.startswith("VIOLATION")] == []
+    assert bodies.overlaps(handled) == []
+
+    # Per-group order: first handlings follow publish order (and seq order).
+    order = bodies.first_handlings(handled)
+    for group, ids in logged.items():
+        wanted = set(ids)
+        assert [h.id for h in order[group] if h.id in wanted] == ids, group
+    for hs in order.values():
+        assert [h.seq for h in hs] == sorted(h.seq for h in hs)
+
+    # No message was acked twice (a stale lease's ack must change nothing).
+    acked = Counter(a["acked"] for a in bodies.acks(logs) if a["ok"])
+    assert [i for i, n in acked.items() if n > 1] == []
+
+    # The self-kills landed at every point they were meant to.
+    points = set(bodies.kills(logs))
+    missing = set(bodies.PRODUCER_POINTS + bodies.WORKER_POINTS) - points
+    assert missing == set()
+
+    # Slow handlers outlived their visibility and kept their message by extending it.
+    kept = [h for h in handled if h.live and h.t2 - h.t1 > VIS]
+    assert kept != []
+
+    redelivered = sum(n - 1 for n in Counter(h.id for h in handled).values())
+    print(
+        f"\n{rounds} rounds: {sum(fleet.incarnations.values())} incarnations, "
+        f"{len(bodies.kills(logs))} self-kills, {sum(fleet.external_kills.values())} random "
+        f"kills {dict(fleet.external_kills)}; {len(all_logged)} logged publishes, "
+        f"{len(unlogged)} committed but unlogged, {len(handled)} handlings, "
+        f"{redelivered} repeat handlings, {sum(not h.live for h in handled)} past their lease, "
+        f"{len(kept)} kept past VIS by extend"
+    )
