@@ -1,0 +1,161 @@
+"""Run every benchmark workload and rewrite ``bench/RESULTS.md`` (and its plots).
+
+    .venv/bin/python bench/run.py            # the real sizes, 5 repetitions (6-10 minutes)
+    .venv/bin/python bench/run.py --quick    # small sizes, a smoke run (about 1 minute)
+    python3 tasks.py bench [--quick]         # the same, creating the venv if needed
+
+A ``--quick`` run writes into a temporary directory (printed at the end) unless ``--out`` is
+given, so a smoke run never replaces the real results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.metadata
+import json
+import os
+import platform
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import procs  # noqa: E402
+import report  # noqa: E402
+import workloads  # noqa: E402
+from common import Config  # noqa: E402
+
+WORKLOADS = ("w1", "w2", "w3", "w4", "w5", "w6", "fast")
+W3_VARIANTS = ("plain", "fused", "pause", "retry", "flock", "handoff", "baseline")
+W3_QUICK = ("plain", "handoff", "baseline")
+
+
+def environment(command: str) -> dict[str, str]:
+    cpu = platform.processor() or "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    os_name = platform.platform()
+    with contextlib.suppress(OSError):
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                os_name = f"{line.split('=', 1)[1].strip(chr(34))} ({platform.platform()})"
+
+    def version(dist: str) -> str:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    commit = "?"
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        root = HERE.parent
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "harel_sa"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        commit = head + (" (harel_sa/ has uncommitted changes)" if dirty else "")
+    return {
+        "command": f"`{command}`",
+        "CPU": f"{cpu}, {os.cpu_count()} cores",
+        "OS": os_name,
+        "Python": platform.python_version(),
+        "SQLite": sqlite3.sqlite_version,
+        "SQLAlchemy": version("sqlalchemy"),
+        "Alembic": version("alembic"),
+        "pydantic": version("pydantic"),
+        "aiosqlite": version("aiosqlite"),
+        "harel_sa": f"{version('harel-sa')} at {commit}",
+        "load average (1 min) at start": f"{os.getloadavg()[0]:.2f}",
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument(
+        "--reps", type=int, help="repetitions of each figure (>= 3; default 5, 3 with --quick)"
+    )
+    parser.add_argument("--out", type=Path, help="where RESULTS.md and the plots go")
+    parser.add_argument(
+        "--only", default=",".join(WORKLOADS), help=f"comma-separated subset of {WORKLOADS}"
+    )
+    args = parser.parse_args(argv)
+    if args.reps is None:
+        args.reps = 3 if args.quick else 5
+    if args.reps < 3:
+        parser.error("--reps must be at least 3: every figure is a median of three or more runs")
+    only = [w.strip() for w in args.only.split(",") if w.strip()]
+    unknown = set(only) - set(WORKLOADS)
+    if unknown:
+        parser.error(f"unknown workloads: {sorted(unknown)}")
+    out: Path = args.out or (Path(tempfile.mkdtemp(prefix="harel-bench-")) if args.quick else HERE)
+    out.mkdir(parents=True, exist_ok=True)
+
+    exe = os.path.relpath(sys.executable) if not sys.executable.startswith("/usr") else "python3"
+    command = shlex.join([exe, os.path.relpath(__file__), *argv])
+    env = environment(command)
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="harel-bench-db-"))
+
+    def log(msg: str) -> None:
+        print(f"[{time.monotonic() - started:6.1f}s] {msg}", flush=True)
+
+    cfg = Config(quick=args.quick, reps=args.reps, workdir=work, log=log)
+    steps: dict[str, Callable[[], Any]] = {
+        "w1": lambda: workloads.w1_drain(cfg),
+        "w2": lambda: workloads.w2_backlog(cfg),
+        "w3": lambda: procs.w3_processes(cfg, W3_QUICK if args.quick else W3_VARIANTS),
+        "w4": lambda: workloads.w4_async(cfg),
+        "w5": lambda: procs.w5_second_writer(cfg),
+        "w6": lambda: workloads.w6_walk(cfg),
+        "fast": lambda: workloads.fast_paths(cfg),
+    }
+    results: dict[str, Any] = {}
+    timings: dict[str, float] = {}
+    try:
+        for key in only:
+            log(f"{key} ...")
+            t0 = time.monotonic()
+            results[key] = steps[key]()
+            timings[key] = time.monotonic() - t0
+            log(f"{key} done in {timings[key]:.0f}s")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    total = time.monotonic() - started
+    env["load average (1 min) at end"] = f"{os.getloadavg()[0]:.2f}"
+    env["sizes"] = "quick (smoke run)" if args.quick else "default (the real sizes)"
+    env["repetitions"] = str(args.reps)
+    env["run time"] = (
+        f"{total:.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()) + ")"
+    )
+    env["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    report.plots(results, out)
+    (out / "RESULTS.md").write_text(report.render(results, env))
+    (out / "results.json").write_text(json.dumps({"env": env, "results": results}, indent=1))
+    log(f"wrote {out / 'RESULTS.md'}")
+    for target, figures, verdict in report.targets(results):
+        print(f"  {verdict.replace('**', ''):>10}  {target}: {figures}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
