@@ -502,11 +502,11 @@ def findings(r: dict[str, Any]) -> list[str]:
         out.append(
             f"- **Drain against the baseline.** A message costs harel_sa {h:.1f} WAL pages"
             f" (claim {p[HAREL]['claim']:.1f} + ack {p[HAREL]['ack']:.1f}) against the"
-            f" baseline's {b:.1f}: every claim also rewrites its group's entry in"
-            " `groups_by_priority` and `groups_by_routing_key` (both hold `last_claimed_at`)"
-            " and adds one to `messages_leased`, which the ack removes. Each commit writes"
-            " those pages, and at FULL fsyncs them; the Python layer (validation, the fencing"
-            " token, two context managers per transaction) adds a few µs per call on top."
+            f" baseline's {b:.1f}. harel_sa's one extra index, `groups_by_priority`, is partial"
+            " (`WHERE priority > 0`), so claiming a priority-0 group does not write it; the"
+            " in-flight check reads the group's head row (only a head is ever leased), so it"
+            " needs no index of its own. What remains is the Python layer: validation, the"
+            " fencing token, the `Lease`, a lock per call (about 10 µs a call under cProfile)."
         )
     if "w4" in r:
         w = r["w4"]

@@ -8,11 +8,14 @@ every process serialize, and rolls back on any exception, ``BaseException`` incl
 
 from __future__ import annotations
 
+import itertools
+import os
 import secrets
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 from pydantic import BaseModel
@@ -53,19 +56,66 @@ def translate(exc: sqlite3.DatabaseError) -> StorageError:
     return kind(f"{exc} ({getattr(exc, 'sqlite_errorname', 'SQLITE_ERROR')})")
 
 
-@contextmanager
-def write(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception."""
-    with storage_errors():
-        conn.execute("BEGIN IMMEDIATE")
+class write:
+    """One write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception
+    (``BaseException`` included); driver errors leave as typed :class:`StorageError`\\ s.
+
+    A class rather than a generator context manager: it runs twice per message on the hot path.
+    """
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
         try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            # SQLite may already have rolled back (SQLITE_FULL can); a second ROLLBACK errors.
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc) from exc
+        return self.conn
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            try:
+                self.conn.execute("COMMIT")
+                return
+            except BaseException as failed:
+                self._rollback()
+                if isinstance(failed, sqlite3.DatabaseError):
+                    raise translate(failed) from failed
+                raise
+        self._rollback()
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise translate(exc) from exc
+
+    def _rollback(self) -> None:
+        # SQLite may already have rolled back (SQLITE_FULL can); a second ROLLBACK errors.
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+
+class _Tokens:
+    """Lease tokens: a random prefix per process and a counter; re-seeded in a forked child."""
+
+    def __init__(self) -> None:
+        self.reseed()
+
+    def reseed(self) -> None:
+        self.prefix = secrets.token_hex(6)
+        self.counter = itertools.count()
+
+    def next(self) -> str:
+        return f"{self.prefix}{next(self.counter):x}"
+
+
+_tokens = _Tokens()
+os.register_at_fork(after_in_child=_tokens.reseed)
 
 
 def publish(
@@ -140,7 +190,7 @@ def _claim(
         except ValueError as exc:
             bury(conn, st, seq, group_id, now, f"undecodable event: {exc}")
             continue
-        token = secrets.token_hex(8)
+        token = _tokens.next()
         locked_by = f"{spec.worker_id}#{token}"
         conn.execute(st.touch_group, {"now": now, "group_id": group_id})
         conn.execute(

@@ -83,10 +83,6 @@ class Names:
         return f"{self.messages}_by_group"
 
     @property
-    def messages_leased(self) -> str:
-        return f"{self.messages}_leased"
-
-    @property
     def dead_by_group(self) -> str:
         return f"{self.dead}_by_group"
 
@@ -149,14 +145,15 @@ def schema_for(prefix: str = DEFAULT_PREFIX) -> Schema:
     )
     Index(names.groups_by_last_claimed, groups.c.last_claimed_at)
     Index(names.groups_by_routing_key, groups.c.routing_key, groups.c.last_claimed_at)
-    Index(names.groups_by_priority, groups.c.priority, groups.c.last_claimed_at)
-    Index(names.messages_by_group, messages.c.group_id, messages.c.seq)
+    # Only groups above priority 0 are indexed: the common group costs no index write per claim,
+    # and a claim with a priority floor (> 0) never needs the others.
     Index(
-        names.messages_leased,
-        messages.c.group_id,
-        messages.c.lock_expiry,
-        sqlite_where=messages.c.locked_by.isnot(None),
+        names.groups_by_priority,
+        groups.c.priority,
+        groups.c.last_claimed_at,
+        sqlite_where=groups.c.priority > 0,
     )
+    Index(names.messages_by_group, messages.c.group_id, messages.c.seq)
     Index(names.dead_by_group, dead.c.group_id, dead.c.seq)
     return Schema(names, md, messages, groups, dead)
 

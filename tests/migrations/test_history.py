@@ -47,7 +47,7 @@ def test_the_revisions_ship_inside_the_package() -> None:
         "harel_sa_0001_base.py",
         "harel_sa_0002_routing_key.py",
         "harel_sa_0003_dead_letters.py",
-        "harel_sa_0004_claim_indexes.py",
+        "harel_sa_0004_priority_index.py",
     }
 
 

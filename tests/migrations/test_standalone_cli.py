@@ -29,7 +29,7 @@ GROUP_COLS = ["group_id", "last_claimed_at", "priority"]
 ADDED = {
     "harel_sa_0002": {"column:groups.routing_key", NAMES.groups_by_routing_key},
     "harel_sa_0003": {"column:messages.deliveries", NAMES.dead, NAMES.dead_by_group},
-    "harel_sa_0004": {NAMES.messages_leased, NAMES.groups_by_priority},
+    "harel_sa_0004": {NAMES.groups_by_priority},
 }
 
 

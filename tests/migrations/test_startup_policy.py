@@ -88,7 +88,7 @@ def test_a_file_of_the_original_transport_names_the_missing_columns_and_indexes(
     assert f"column {NAMES.messages}.deliveries" in message
     assert f"table {NAMES.dead}" in message
     assert f"index {NAMES.groups_by_routing_key}" in message
-    assert f"index {NAMES.messages_leased}" in message
+    assert f"index {NAMES.groups_by_priority}" in message
 
 
 def test_another_prefix_is_named_in_the_command(tmp_path: Path) -> None:

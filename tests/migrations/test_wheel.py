@@ -70,7 +70,7 @@ def test_the_wheel_carries_the_environment_and_the_revisions(wheel: Path) -> Non
         "harel_sa/migrations/versions/harel_sa_0001_base.py",
         "harel_sa/migrations/versions/harel_sa_0002_routing_key.py",
         "harel_sa/migrations/versions/harel_sa_0003_dead_letters.py",
-        "harel_sa/migrations/versions/harel_sa_0004_claim_indexes.py",
+        "harel_sa/migrations/versions/harel_sa_0004_priority_index.py",
     } <= names
     assert not any(n.startswith(("migrations/", "tests/")) for n in names)
 

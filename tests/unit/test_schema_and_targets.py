@@ -75,8 +75,8 @@ def test_create_schema_false_on_an_empty_file_names_what_is_missing(db: str) -> 
 def test_start_up_restores_a_dropped_index_and_then_the_check_passes(db: str) -> None:
     SqliteTransport(db).close()
     with sqlite3.connect(db) as raw:
-        raw.execute("DROP INDEX harel_transport_messages_leased")
-    with pytest.raises(SchemaError, match="index harel_transport_messages_leased"):
+        raw.execute("DROP INDEX harel_transport_groups_by_priority")
+    with pytest.raises(SchemaError, match="index harel_transport_groups_by_priority"):
         SqliteTransport(db, create_schema=False)
     SqliteTransport(db).close()
     SqliteTransport(db, create_schema=False).close()

@@ -1,12 +1,12 @@
-"""Claims that do not walk: an index over leased rows, and one by priority.
+"""Claims with a priority floor walk their own index: (priority, last_claimed_at).
 
 Revision ID: harel_sa_0004
 Revises: harel_sa_0003
 Create Date: 2026-11-29
 
-The claim's in-flight probe (locked_by IS NOT NULL AND lock_expiry >= now) read every message of
-a group through (group_id, seq); the partial index holds only leased and parked rows. A claim
-with a priority floor walks (priority, last_claimed_at) instead of skipping lower groups.
+A claim with min_priority > 0 walks this index, one lane per priority level, instead of stepping
+over every lower group on groups_by_last_claimed. Partial (priority > 0): the groups a floor
+never wants, and the most common ones, cost no index write when they are claimed.
 """
 
 from __future__ import annotations
@@ -27,16 +27,10 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     names = revision_names()
     op.create_index(
-        names.messages_leased,
-        names.messages,
-        ["group_id", "lock_expiry"],
-        sqlite_where=sa.text("locked_by IS NOT NULL"),
-        if_not_exists=True,
-    )
-    op.create_index(
         names.groups_by_priority,
         names.groups,
         ["priority", "last_claimed_at"],
+        sqlite_where=sa.text("priority > 0"),
         if_not_exists=True,
     )
 
@@ -44,4 +38,3 @@ def upgrade() -> None:
 def downgrade() -> None:
     names = revision_names()
     op.drop_index(names.groups_by_priority, table_name=names.groups, if_exists=True)
-    op.drop_index(names.messages_leased, table_name=names.messages, if_exists=True)
