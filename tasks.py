@@ -26,7 +26,7 @@ PY = BIN / "python"
 
 def ensure(extras: str) -> None:
     """Create the venv if missing; install the project with ``extras`` if not done yet."""
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - runs under whatever python3 a user has
         sys.exit(f"harel_sa needs Python 3.11+, this is {sys.version.split()[0]}")
     if not PY.exists():
         print(f"creating {VENV}", flush=True)

@@ -8,8 +8,8 @@ import sqlite3
 import pytest
 
 from harel_sa import SqliteTransport
-from harel_sa.sql import statements_for
 from harel_sa.schema import Names
+from harel_sa.sql import statements_for
 
 NAMES = Names()
 BASE_TABLES = {"g", "m", "x", "h"}  # the aliases the claim gives its tables
@@ -60,9 +60,9 @@ def test_the_plain_claim_sorts_nothing(db: str) -> None:
 def test_lanes_sort_only_their_single_row_winners(db: str, min_priority: int, keys: int) -> None:
     rows = plan(db, min_priority, keys)
     children: dict[int, list[str]] = {}
-    for node, parent, detail in rows:
+    for _node, parent, detail in rows:
         children.setdefault(parent, []).append(detail)
-    for node, parent, detail in rows:
+    for _node, parent, detail in rows:
         if "TEMP B-TREE" in detail:
             # A temp sort may only order the lanes' results (each LIMIT 1), never a table.
             siblings = children[parent]

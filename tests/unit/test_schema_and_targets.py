@@ -59,7 +59,11 @@ def test_the_metadata_holds_the_design_tables_and_indexes() -> None:
     }
     messages = md.tables["p_transport_messages"]
     assert [c.name for c in messages.c][:5] == [
-        "seq", "group_id", "event", "locked_by", "lock_expiry",
+        "seq",
+        "group_id",
+        "event",
+        "locked_by",
+        "lock_expiry",
     ]
 
 
@@ -94,6 +98,7 @@ def test_transports_starting_together_do_not_race(tmp_path: Path) -> None:
 
 def test_a_callers_engine_stays_theirs(db: str) -> None:
     engine = create_engine(f"sqlite:///{db}")
+
     def listeners() -> tuple[int, int]:
         return len(engine.pool.dispatch.connect), len(engine.dispatch.begin)
 
