@@ -16,6 +16,7 @@ import pytest
 from pydantic import BaseModel, field_validator
 
 from harel_sa import Event, Lease, schema_for
+from tests.checks import assert_nothing_stranded
 from tests.conftest import FakeClock
 
 VIS = 30.0
@@ -70,19 +71,6 @@ def dead_rows(raw: sqlite3.Connection) -> list[tuple[Any, ...]]:
         f"SELECT seq, group_id, event, error, dead_at, deliveries, priority, routing_key "
         f"FROM {D} ORDER BY seq"
     ).fetchall()
-
-
-def assert_nothing_stranded(raw: sqlite3.Connection) -> None:
-    """Every message has its group row, and every group row has a message."""
-    orphans = raw.execute(
-        f"SELECT count(*) FROM {M} m WHERE NOT EXISTS "
-        f"(SELECT 1 FROM {G} g WHERE g.group_id = m.group_id)"
-    ).fetchone()[0]
-    empty = raw.execute(
-        f"SELECT count(*) FROM {G} g WHERE NOT EXISTS "
-        f"(SELECT 1 FROM {M} m WHERE m.group_id = g.group_id)"
-    ).fetchone()[0]
-    assert (orphans, empty) == (0, 0)
 
 
 def drain(q: Any, **claim: Any) -> list[tuple[str, str]]:

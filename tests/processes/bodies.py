@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harel_sa import AsyncSqliteTransport, Event, Lease, SqliteTransport, schema_for
+from tests import checks
 
 NAMES = schema_for().names
 M, G = NAMES.messages, NAMES.groups
@@ -444,19 +445,7 @@ def first_handlings(items: Iterable[Handling]) -> dict[str, list[Handling]]:
 def stranded(path: str) -> dict[str, int]:
     """Rows no claim can reach or that say a group is busy with nothing in it."""
     with sqlite3.connect(path, timeout=60) as raw:
-        return {
-            "message without group": raw.execute(
-                f"SELECT count(*) FROM {M} m WHERE NOT EXISTS "
-                f"(SELECT 1 FROM {G} g WHERE g.group_id = m.group_id)"
-            ).fetchone()[0],
-            "group without message": raw.execute(
-                f"SELECT count(*) FROM {G} g WHERE NOT EXISTS "
-                f"(SELECT 1 FROM {M} m WHERE m.group_id = g.group_id)"
-            ).fetchone()[0],
-            "locked without expiry": raw.execute(
-                f"SELECT count(*) FROM {M} WHERE locked_by IS NOT NULL AND lock_expiry IS NULL"
-            ).fetchone()[0],
-        }
+        return checks.stranded(raw)
 
 
 def join_all(procs: list[Any], timeout: float) -> None:

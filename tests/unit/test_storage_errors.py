@@ -32,6 +32,7 @@ from harel_sa import (
     StorageFullError,
     schema_for,
 )
+from tests.checks import assert_nothing_stranded
 from tests.conftest import FakeClock
 from tests.contract.conftest import Blocking
 
@@ -106,15 +107,7 @@ def snapshot(db: str) -> dict[str, list[tuple[Any, ...]]]:
 def assert_consistent(db: str) -> None:
     """No message without its group row, no group row without a message."""
     with sqlite3.connect(db) as raw:
-        orphans = raw.execute(
-            f"SELECT count(*) FROM {M} m WHERE NOT EXISTS "
-            f"(SELECT 1 FROM {G} g WHERE g.group_id = m.group_id)"
-        ).fetchone()[0]
-        empty = raw.execute(
-            f"SELECT count(*) FROM {G} g WHERE NOT EXISTS "
-            f"(SELECT 1 FROM {M} m WHERE m.group_id = g.group_id)"
-        ).fetchone()[0]
-    assert (orphans, empty) == (0, 0)
+        assert_nothing_stranded(raw)
 
 
 def drain(q: Any) -> dict[str, list[str]]:
