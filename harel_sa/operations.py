@@ -44,15 +44,18 @@ def storage_errors() -> Iterator[None]:
         raise translate(exc) from exc
 
 
+_KINDS: dict[int, type[StorageError]] = {
+    5: BusyError,  # SQLITE_BUSY
+    6: BusyError,  # SQLITE_LOCKED
+    8: ReadOnlyError,  # SQLITE_READONLY
+    13: StorageFullError,  # SQLITE_FULL
+    26: NotADatabaseError,  # SQLITE_NOTADB
+}
+
+
 def translate(exc: sqlite3.DatabaseError) -> StorageError:
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    kind: type[StorageError] = {
-        5: BusyError,  # SQLITE_BUSY
-        6: BusyError,  # SQLITE_LOCKED
-        8: ReadOnlyError,  # SQLITE_READONLY
-        13: StorageFullError,  # SQLITE_FULL
-        26: NotADatabaseError,  # SQLITE_NOTADB
-    }.get(code, StorageError)
+    """The typed error for a driver error, by SQLite's primary result code."""
+    kind = _KINDS.get(getattr(exc, "sqlite_errorcode", 0) & 0xFF, StorageError)
     return kind(f"{exc} ({getattr(exc, 'sqlite_errorname', 'SQLITE_ERROR')})")
 
 

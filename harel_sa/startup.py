@@ -21,8 +21,6 @@ from harel_sa.errors import NotADatabaseError, SchemaError
 from harel_sa.operations import storage_errors, write
 from harel_sa.schema import HEAD_REVISION, Names, Schema, schema_for
 
-SYNCHRONOUS = ("FULL", "NORMAL")
-
 
 class ConnectionRunner:
     """A :class:`~harel_sa.steps.Runner` over a sqlite3 connection."""
