@@ -1,43 +1,69 @@
 #!/usr/bin/env python3
 """The repository's commands; they need nothing but Python 3.11+ on a fresh clone.
 
-    python3 tasks.py demo    # the main job on an embedded SQLite file (harel-sa demo)
-    python3 tasks.py test    # ruff, mypy --strict, then the whole test suite
-    python3 tasks.py bench   # every benchmark; rewrites bench/RESULTS.md
+    python3 tasks.py demo         # the main job on an embedded SQLite file (harel-sa demo)
+    python3 tasks.py test         # ruff, mypy --strict, then the whole test suite
+    python3 tasks.py test-lowest  # the test suite on the lowest versions pyproject.toml allows
+    python3 tasks.py bench        # every benchmark; rewrites bench/RESULTS.md
 
-Each creates .venv when it is missing and (re)installs the project when pyproject.toml
-changed. Arguments after the command go to the tool (``python3 tasks.py test -k fifo``).
+Each creates its virtual environment when it is missing (.venv; .venv-lowest for test-lowest)
+and (re)installs the project when pyproject.toml changed. Arguments after the command go to
+the tool (``python3 tasks.py test -k fifo``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
+import tomllib
 import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-VENV = Path(os.environ.get("HAREL_SA_VENV", ROOT / ".venv"))
-BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
-PY = BIN / "python"
+PYPROJECT = ROOT / "pyproject.toml"
 
 
-def ensure(extras: str) -> None:
-    """Create the venv if missing; install the project with ``extras`` if not done yet."""
-    if sys.version_info < (3, 11):  # noqa: UP036 - runs under whatever python3 a user has
-        sys.exit(f"harel_sa needs Python 3.11+, this is {sys.version.split()[0]}")
-    if not PY.exists():
-        print(f"creating {VENV}", flush=True)
-        venv.EnvBuilder(with_pip=True).create(VENV)
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
-    stamp = VENV / f".harel_sa-{extras}"
-    if stamp.exists() and stamp.read_text() == digest:
-        return
-    run(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    run(PY, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]")
-    stamp.write_text(digest)
+class Env:
+    """A virtual environment with the project installed (editable) and its ``extras``."""
+
+    def __init__(self, default: Path, variable: str) -> None:
+        self.path = Path(os.environ.get(variable, default))
+        self.bin = self.path / ("Scripts" if os.name == "nt" else "bin")
+        self.python = self.bin / "python"
+
+    def ensure(self, extras: str, *, lowest: bool = False) -> Env:
+        if sys.version_info < (3, 11):  # noqa: UP036 - runs under whatever python3 a user has
+            sys.exit(f"harel_sa needs Python 3.11+, this is {sys.version.split()[0]}")
+        if not self.python.exists():
+            print(f"creating {self.path}", flush=True)
+            venv.EnvBuilder(with_pip=True).create(self.path)
+        digest = hashlib.sha256(PYPROJECT.read_bytes() + extras.encode()).hexdigest()
+        stamp = self.path / f".harel_sa-{extras}"
+        if stamp.exists() and stamp.read_text() == digest:
+            return self
+        run(self.python, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+        pins: list[object] = []
+        if lowest:
+            constraints = self.path / "lowest-constraints.txt"
+            constraints.write_text("".join(f"{pin}\n" for pin in lowest_pins()))
+            pins = ["-c", constraints]
+        run(self.python, "-m", "pip", "install", "--quiet", *pins, "-e", f".[{extras}]")
+        stamp.write_text(digest)
+        return self
+
+
+def lowest_pins() -> list[str]:
+    """``name==version`` for every runtime dependency's lower bound in pyproject.toml."""
+    pins = []
+    for spec in tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]:
+        found = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?>=([^,;\s]+)", spec)
+        if found is None:
+            sys.exit(f"tasks.py: {spec!r} has no plain lower bound to pin")
+        pins.append(f"{found[1]}=={found[2]}")
+    return pins
 
 
 def run(*argv: object) -> None:
@@ -48,18 +74,23 @@ def run(*argv: object) -> None:
 
 def main(argv: list[str]) -> None:
     command, rest = (argv[0], argv[1:]) if argv else ("help", [])
+    dev = Env(ROOT / ".venv", "HAREL_SA_VENV")
     if command == "demo":
-        ensure("dev")
-        run(BIN / "harel-sa", "demo", *rest)
+        dev.ensure("dev")
+        run(dev.bin / "harel-sa", "demo", *rest)
     elif command == "test":
-        ensure("dev")
-        run(BIN / "ruff", "check", ".")
-        run(BIN / "ruff", "format", "--check", ".")
-        run(BIN / "mypy")
-        run(PY, "-m", "pytest", *rest)
+        dev.ensure("dev")
+        run(dev.bin / "ruff", "check", ".")
+        run(dev.bin / "ruff", "format", "--check", ".")
+        run(dev.bin / "mypy")
+        run(dev.python, "-m", "pytest", *rest)
+    elif command == "test-lowest":
+        low = Env(ROOT / ".venv-lowest", "HAREL_SA_LOWEST_VENV").ensure("dev", lowest=True)
+        run(low.python, "-m", "pip", "list", "--format=freeze")
+        run(low.python, "-m", "pytest", *rest)
     elif command == "bench":
-        ensure("dev,bench")
-        run(PY, "bench/run.py", *rest)
+        dev.ensure("dev,bench")
+        run(dev.python, "bench/run.py", *rest)
     else:
         print(__doc__)
         sys.exit(0 if command == "help" else 2)
