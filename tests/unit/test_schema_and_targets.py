@@ -154,3 +154,14 @@ def test_create_schema_false_never_creates_a_file(tmp_path: Path) -> None:
         asyncio.run(AsyncSqliteTransport.create(str(path), create_schema=False))
     assert current(str(path)) == () and check(str(path)) is False
     assert not path.exists()
+
+
+def test_a_database_newer_than_this_package_is_named_as_such(db: str) -> None:
+    from harel_sa import migrations
+
+    migrations.upgrade(db)
+    with sqlite3.connect(db) as raw:
+        raw.execute("UPDATE harel_transport_alembic_version SET version_num = 'harel_sa_0099'")
+    with pytest.raises(SchemaError, match="newer than this harel_sa"):
+        SqliteTransport(db, create_schema=False)
+    SqliteTransport(db).close()  # create_schema=True manages the schema itself: it opens
