@@ -79,17 +79,17 @@ def main(argv: list[str]) -> None:
         dev.ensure("dev")
         run(dev.bin / "harel-sa", "demo", *rest)
     elif command == "test":
-        dev.ensure("dev")
+        dev.ensure("dev,harel")
         run(dev.bin / "ruff", "check", ".")
         run(dev.bin / "ruff", "format", "--check", ".")
         run(dev.bin / "mypy")
         run(dev.python, "-m", "pytest", *rest)
     elif command == "test-lowest":
-        low = Env(ROOT / ".venv-lowest", "HAREL_SA_LOWEST_VENV").ensure("dev", lowest=True)
+        low = Env(ROOT / ".venv-lowest", "HAREL_SA_LOWEST_VENV").ensure("dev,harel", lowest=True)
         run(low.python, "-m", "pip", "list", "--format=freeze")
         run(low.python, "-m", "pytest", *rest)
     elif command == "bench":
-        dev.ensure("dev,bench")
+        dev.ensure("dev,harel,bench")
         run(dev.python, "bench/run.py", *rest)
     else:
         print(__doc__)

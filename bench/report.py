@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import harel_peer
 from common import BASE, DASH, HAREL, X, fmt, fmt_ratio, med, ratios
 from procs import VARIANTS
 from workloads import METRIC_LABELS, METRICS
@@ -111,6 +112,8 @@ def targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
                     verdict(med(x) >= 0.5),
                 )
             )
+    if "harel" in r:
+        rows += harel_peer.targets(r["harel"])
     return rows
 
 
@@ -484,6 +487,7 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
         ("w5", section_w5),
         ("w6", section_w6),
         ("fast", section_fast),
+        ("harel", harel_peer.section),
     ):
         if key in r:
             lines += [*fn(r[key]), ""]

@@ -30,12 +30,13 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import harel_peer  # noqa: E402
 import procs  # noqa: E402
 import report  # noqa: E402
 import workloads  # noqa: E402
 from common import Config  # noqa: E402
 
-WORKLOADS = ("w1", "w2", "w3", "w4", "w5", "w6", "fast")
+WORKLOADS = ("w1", "w2", "w3", "w4", "w5", "w6", "fast", "harel")
 W3_VARIANTS = ("plain", "fused", "pause", "retry", "flock", "handoff", "baseline")
 W3_QUICK = ("plain", "handoff", "baseline")
 
@@ -82,6 +83,7 @@ def environment(command: str) -> dict[str, str]:
         "Alembic": version("alembic"),
         "pydantic": version("pydantic"),
         "aiosqlite": version("aiosqlite"),
+        "harel (the engine)": version("harel"),
         "harel_sa": f"{version('harel-sa')} at {commit}",
         "load average (1 min) at start": f"{os.getloadavg()[0]:.2f}",
     }
@@ -127,6 +129,7 @@ def main(argv: list[str]) -> int:
         "w5": lambda: procs.w5_second_writer(cfg),
         "w6": lambda: workloads.w6_walk(cfg),
         "fast": lambda: workloads.fast_paths(cfg),
+        "harel": lambda: harel_peer.run(cfg),
     }
     results: dict[str, Any] = {}
     timings: dict[str, float] = {}

@@ -10,6 +10,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from functools import lru_cache
 from typing import Literal
 
@@ -168,9 +169,7 @@ def stats(conn: sqlite3.Connection, st: AdminStatements, clock: Clock) -> Stats:
             in_flight=in_flight,
             parked=parked,
             dead=conn.execute(st.dead_count).fetchone()[0],
-            oldest_age=(
-                now - float(created[0]) if created and isinstance(created[0], int | float) else None
-            ),
+            oldest_age=_age(created[0] if created else None, now),
             by_priority=[
                 PriorityBucket(priority=p, groups=g, messages=m)
                 for p, g, m in conn.execute(st.by_priority)
@@ -180,6 +179,22 @@ def stats(conn: sqlite3.Connection, st: AdminStatements, clock: Clock) -> Stats:
                 for k, g, m in conn.execute(st.by_routing_key)
             ],
         )
+
+
+def _age(created_time: object, now: float) -> float | None:
+    """Seconds from an event's ``created_time`` (ISO-8601, or epoch seconds as harel_sa 0.1
+    wrote it) to ``now``; ``None`` when it is absent or unreadable."""
+    if isinstance(created_time, int | float) and not isinstance(created_time, bool):
+        return now - float(created_time)
+    if isinstance(created_time, str):
+        try:
+            moment = datetime.fromisoformat(created_time)
+        except ValueError:
+            return None
+        if moment.tzinfo is None:  # pydantic writes naive datetimes as they are: local time
+            moment = moment.astimezone()
+        return now - moment.timestamp()
+    return None
 
 
 def peek(

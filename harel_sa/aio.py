@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 import aiosqlite
+from pydantic import BaseModel
 from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -23,7 +25,7 @@ from harel_sa import operations as ops
 from harel_sa import startup
 from harel_sa.admin import DeadMessage, QueuedMessage, Stats
 from harel_sa.connect import display, driver_args, require_file, sqlite_url
-from harel_sa.core import Call, Calls, Options, Synchronous, default_clock
+from harel_sa.core import Call, Calls, Options, Synchronous
 from harel_sa.errors import InvalidArgumentError, TransportClosedError
 from harel_sa.events import E, Event, Lease
 from harel_sa.schema import DEFAULT_PREFIX
@@ -82,8 +84,9 @@ class _Driver:
 class AsyncSqliteTransport(Generic[E]):
     """The async twin of :class:`~harel_sa.SqliteTransport`: same rules, errors and schema.
 
-    Open with ``await AsyncSqliteTransport.create(target, ...)``; ``target`` is a path, a URL, or
-    an ``AsyncEngine`` (``sqlite+aiosqlite``) the caller owns. Many coroutines may share one
+    Open with ``await AsyncSqliteTransport.create(path, clock, ...)``, as the harel engine opens
+    its own (``path`` defaults to ``":memory:"``); ``path`` is a file path, a URL, or an
+    ``AsyncEngine`` (``sqlite+aiosqlite``) the caller owns. Many coroutines may share one
     transport. A cancelled call never leaves a transaction open: an operation already handed
     to the driver finishes, and a claim whose caller was cancelled gives its lease back.
     """
@@ -97,18 +100,18 @@ class AsyncSqliteTransport(Generic[E]):
     @classmethod
     async def create(
         cls,
-        target: object,
+        path: object = ":memory:",
+        clock: Callable[[], float] = time.time,
         *,
         prefix: str = DEFAULT_PREFIX,
         create_schema: bool = True,
-        clock: Callable[[], float] = default_clock,
         busy_timeout: float = 5.0,
         event_type: type[E] = Event,  # type: ignore[assignment]
         synchronous: Synchronous = "FULL",
     ) -> AsyncSqliteTransport[E]:
         """Open the transport; the schema is created, upgraded or checked as in the sync one."""
         options = Options(prefix, clock, busy_timeout, event_type, synchronous)
-        driver = await _Driver.open(target, options.busy_timeout, create_schema)
+        driver = await _Driver.open(path, options.busy_timeout, create_schema)
         try:
             await driver.run(lambda raw: startup.run(raw, options, create_schema, driver.where))
         except BaseException:
@@ -137,14 +140,14 @@ class AsyncSqliteTransport(Generic[E]):
                 raise
 
     async def publish(
-        self, group_id: str, event: E, priority: int = 0, routing_key: str | None = None
+        self, group_id: str, event: BaseModel, priority: int = 0, routing_key: str | None = None
     ) -> None:
         """As :meth:`SqliteTransport.publish <harel_sa.SqliteTransport.publish>`."""
         await self._run(self._calls.publish(group_id, event, priority, routing_key))
 
     async def publish_many(
         self,
-        items: Iterable[tuple[str, E]],
+        items: Iterable[tuple[str, BaseModel]],
         *,
         priority: int = 0,
         routing_key: str | None = None,

@@ -8,7 +8,6 @@ runs a call on its sqlite3 connection; the async twin runs the same call in aios
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Generic, Literal, TypeVar
@@ -51,10 +50,6 @@ class Options(Generic[E]):
         self.busy_timeout = validate.seconds("busy_timeout", busy_timeout, allow_zero=True)
         self.event_type = event_type
         self.synchronous = synchronous
-
-
-def default_clock() -> float:
-    return time.time()
 
 
 class Calls(Generic[E]):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,18 +16,21 @@ def _new_id() -> str:
 
 
 class Event(BaseModel):
-    """The harel engine's event, stored as its JSON (``model_dump_json``).
+    """The harel engine's event (``harel.spec.states.Event``), stored as its JSON.
 
-    Rows written by the engine and by harel_sa read the same on either side; fields this
-    model does not know are kept, so a round trip loses nothing.
+    The same fields, types, defaults and order as the engine's, so a row either side writes
+    decodes on the other and re-encodes to the same bytes. Fields this model does not know are
+    kept, so a round trip loses nothing. ``created_time`` and ``received_time`` are optional
+    datetimes (``null`` when absent); a number there (as harel_sa 0.1 wrote ``created_time``)
+    reads as that many seconds since the epoch, in UTC.
     """
 
     model_config = ConfigDict(extra="allow")
 
     id: str = Field(default_factory=_new_id)
     kind: str
-    created_time: float = Field(default_factory=time.time)
-    received_time: float | None = None
+    created_time: datetime | None = None
+    received_time: datetime | None = None
     data: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Generic, TypeVar
 
+from pydantic import BaseModel
+
 from harel_sa import startup
 from harel_sa.admin import DeadMessage, QueuedMessage, Stats
 from harel_sa.connect import SyncConnection
-from harel_sa.core import Call, Calls, Options, Synchronous, default_clock
+from harel_sa.core import Call, Calls, Options, Synchronous
 from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event, Lease
 from harel_sa.schema import DEFAULT_PREFIX
@@ -22,8 +25,10 @@ class SqliteTransport(Generic[E]):
     """A durable queue in a SQLite file: FIFO per group, one message in flight per group,
     round-robin across groups (oldest-claimed first), a priority floor and routing keys.
 
-    ``target`` is a file path, a ``sqlite:///`` URL, or an :class:`~sqlalchemy.Engine` the caller
-    owns (no hooks are installed on it). ``create_schema=True`` creates or upgrades the schema
+    Built as the harel engine builds its own ``SqliteTransport``: ``path`` first (default
+    ``":memory:"``, a private queue for this instance), then ``clock``. ``path`` is a file path,
+    a ``sqlite:///`` URL, or an :class:`~sqlalchemy.Engine` the caller owns (no hooks are
+    installed on it). ``create_schema=True`` creates or upgrades the schema
     at open; ``False`` only checks it and raises :class:`~harel_sa.SchemaError` when it is not at
     head. Every "now" comes from ``clock``. ``synchronous="NORMAL"`` trades the last commits on
     power loss (never on a process crash) for much cheaper commits. Calls from several threads
@@ -32,11 +37,11 @@ class SqliteTransport(Generic[E]):
 
     def __init__(
         self,
-        target: object,
+        path: object = ":memory:",
+        clock: Callable[[], float] = time.time,
         *,
         prefix: str = DEFAULT_PREFIX,
         create_schema: bool = True,
-        clock: Callable[[], float] = default_clock,
         busy_timeout: float = 5.0,
         event_type: type[E] = Event,  # type: ignore[assignment]
         synchronous: Synchronous = "FULL",
@@ -45,7 +50,7 @@ class SqliteTransport(Generic[E]):
         self._calls = Calls(options)
         self._lock = threading.Lock()
         self._db: SyncConnection | None = SyncConnection.open(
-            target, options.busy_timeout, create_schema
+            path, options.busy_timeout, create_schema
         )
         try:
             startup.run(self._db.raw, options, create_schema, self._db.where)
@@ -66,11 +71,15 @@ class SqliteTransport(Generic[E]):
     def publish(
         self,
         group_id: str,
-        event: E,
+        event: BaseModel,
         priority: int = 0,
         routing_key: str | None = None,
     ) -> None:
         """Append ``event`` to ``group_id``'s queue, durably, once this returns.
+
+        ``event`` is an instance of the transport's ``event_type``, or of any pydantic model
+        whose JSON reads as one (the harel engine's ``Event``); anything else raises
+        :class:`~harel_sa.InvalidArgumentTypeError` before anything is written.
 
         The first publish of a group fixes its ``priority`` (0-4) and ``routing_key`` until the
         group drains; later publishes only add messages.
@@ -79,7 +88,7 @@ class SqliteTransport(Generic[E]):
 
     def publish_many(
         self,
-        items: Iterable[tuple[str, E]],
+        items: Iterable[tuple[str, BaseModel]],
         *,
         priority: int = 0,
         routing_key: str | None = None,

@@ -89,12 +89,25 @@ def routing_keys(value: object) -> tuple[str, ...] | None:
 
 
 def event(value: object, event_type: type[BaseModel]) -> str:
-    """The event's JSON, for an instance of the transport's event type."""
-    if not isinstance(value, event_type):
+    """The event's JSON: an instance of the transport's event type, or of any pydantic model
+    whose JSON reads as one (the harel engine's own ``Event``, for one), so that what is
+    published can always be claimed."""
+    if isinstance(value, event_type):
+        return value.model_dump_json()
+    if not isinstance(value, BaseModel):
         raise InvalidArgumentTypeError(
-            f"event must be a {event_type.__name__}, not {type(value).__name__}"
+            f"event must be a pydantic model ({event_type.__name__}), not {type(value).__name__}"
         )
-    return value.model_dump_json()
+    raw = value.model_dump_json()
+    try:
+        event_type.model_validate_json(raw)
+    except ValueError as exc:
+        kind = type(value)
+        raise InvalidArgumentTypeError(
+            f"event {kind.__module__}.{kind.__qualname__} does not read as "
+            f"{event_type.__module__}.{event_type.__qualname__}: {exc}"
+        ) from exc
+    return raw
 
 
 def lease(value: object) -> Lease[BaseModel]:

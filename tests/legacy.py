@@ -1,13 +1,15 @@
 """The original stdlib transport's schema and writes, spelled as its design gives them.
 
 Tests use it to make files "written by the original transport" (schema 3 or 4), with rows.
+The events are the harel engine's own (``harel.spec.states.Event``), as it stores them; the
+schema-3 files of the released engine come from harel's own transport (tests/harel/).
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import uuid
+
+from harel.spec.states import Event
 
 
 def schema(prefix: str = "harel", *, routing_key: bool) -> list[str]:
@@ -37,15 +39,7 @@ def schema(prefix: str = "harel", *, routing_key: bool) -> list[str]:
 
 
 def event_json(kind: str, **data: object) -> str:
-    return json.dumps(
-        {
-            "id": uuid.uuid4().hex,
-            "kind": kind,
-            "created_time": 1.0,
-            "received_time": None,
-            "data": data,
-        }
-    )
+    return Event(kind=kind, data=data).model_dump_json()
 
 
 class LegacyFile:

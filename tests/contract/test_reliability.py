@@ -536,7 +536,7 @@ def test_stats_match_the_rows(q: Any, raw: sqlite3.Connection, clock: FakeClock)
     )
     assert empty.oldest_age is None and empty.by_priority == []
     q.publish("a", Event(kind="a1", created_time=clock.now - 50), priority=1, routing_key="east")
-    q.publish("a", ev("a2"))
+    q.publish("a", Event(kind="a2", created_time=clock.now - 20))
     q.publish("a", ev("a3"))
     q.publish("b", ev("b1"))
     q.publish("c", ev("c1"), priority=4, routing_key="west")
@@ -576,7 +576,7 @@ def test_stats_match_the_rows(q: Any, raw: sqlite3.Connection, clock: FakeClock)
     assert q.ack(leased)
     after = q.stats()
     assert (after.messages, after.in_flight) == (7, 1)
-    assert after.oldest_age is not None and after.oldest_age < 66.0
+    assert after.oldest_age == pytest.approx(36.0)  # a2 now heads the queue
 
 
 def test_peek_shows_messages_with_their_state_without_claiming(
