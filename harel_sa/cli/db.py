@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harel_sa import migrations
+from harel_sa import history as migrations
 from harel_sa.cli.common import (
     FAILED,
     OK,
