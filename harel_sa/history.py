@@ -18,12 +18,14 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from alembic.script.revision import RevisionError
 from alembic.util import CommandError
 
 from harel_sa.alembic_env import FORCE_OPTION, PREFIX_OPTION, sync_url
-from harel_sa.connect import connect_read_only, file_of, sqlite_url
-from harel_sa.errors import InvalidArgumentError
+from harel_sa.connect import connect_read_only, display, file_of, sqlite_url
+from harel_sa.errors import InvalidArgumentError, NotADatabaseError, ReadOnlyError
 from harel_sa.schema import DEFAULT_PREFIX, Names
+from harel_sa.startup import readable
 from harel_sa.state import State, read
 
 #: Where the revisions are, as a package resource for a host's ``version_locations``.
@@ -131,7 +133,7 @@ def resolve(revision: str) -> str:
     relative step such as ``-1``, ``harel_sa@head``); else :class:`InvalidArgumentError`."""
     try:
         script().revision_map.get_revisions(revision)
-    except CommandError as exc:
+    except (CommandError, RevisionError) as exc:
         known = ", ".join(r.revision for r in revisions())
         raise InvalidArgumentError(
             f"unknown revision {revision!r}: harel_sa's revisions are {known} "
@@ -151,6 +153,10 @@ def state(
     if path is not None and not Path(path).exists():
         return State(names, present=False, missing=(), records=(), others=())
     with closing(connect_read_only(url)) as conn:
+        try:
+            readable(conn)
+        except (NotADatabaseError, ReadOnlyError) as exc:
+            raise type(exc)(f"cannot open {display(url)}: {exc}") from exc
         return read(conn, names, version_table)
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from harel_sa import frozen
 from harel_sa.core import Options
-from harel_sa.errors import NotADatabaseError, SchemaError
-from harel_sa.operations import storage_errors, write
+from harel_sa.errors import NotADatabaseError, ReadOnlyError, SchemaError
+from harel_sa.operations import storage_errors, translate, write
 from harel_sa.schema import HEAD_REVISION, Names
 from harel_sa.state import State, read
 
@@ -25,8 +25,8 @@ def run(conn: sqlite3.Connection, options: Options[Any], create_schema: bool, wh
     """Everything a transport does at open: :func:`prepare`, then ensure or check the schema."""
     try:
         prepare(conn, options.busy_timeout, options.synchronous, wal=create_schema)
-    except NotADatabaseError as exc:
-        raise NotADatabaseError(f"cannot open {where}: {exc}") from exc  # name the file
+    except (NotADatabaseError, ReadOnlyError) as exc:
+        raise type(exc)(f"cannot open {where}: {exc}") from exc  # name the file
     if create_schema:
         ensure_schema(conn, options.names, where)
     else:
@@ -45,20 +45,36 @@ def prepare(
     conn.isolation_level = None
     with storage_errors():
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.DatabaseError as exc:
-            # Only these codes mean "not a database"; a file that cannot be read for another
-            # reason (permissions, a WAL file without its -shm) is reported as that reason.
-            if getattr(exc, "sqlite_errorcode", sqlite3.SQLITE_NOTADB) & 0xFF not in (
-                sqlite3.SQLITE_NOTADB,
-                sqlite3.SQLITE_CORRUPT,
-            ):
-                raise
-            raise NotADatabaseError(f"not a SQLite database: {exc}") from exc
+    readable(conn)
+    with storage_errors():
         conn.execute(f"PRAGMA synchronous = {synchronous}")
     if wal:
         use_wal(conn)
+
+
+#: SQLITE_READONLY_DIRECTORY: reading a WAL file needs its -shm, which cannot be created here.
+_READONLY_DIRECTORY = 1544
+
+
+def readable(conn: sqlite3.Connection) -> None:
+    """Read the schema once, and say exactly why the file cannot be read when it cannot:
+    :class:`~harel_sa.NotADatabaseError` for a file that is not a database, and for a WAL file
+    in a directory this user may not write, what SQLite needs."""
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        code = getattr(exc, "sqlite_errorcode", sqlite3.SQLITE_NOTADB)
+        if code & 0xFF in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+            raise NotADatabaseError(f"not a SQLite database: {exc}") from exc
+        if code == _READONLY_DIRECTORY:
+            raise ReadOnlyError(
+                "cannot read it: the file is in WAL mode, and SQLite reads a WAL file only with "
+                "its -shm and -wal files beside it, which do not exist and cannot be created "
+                "because this user may not write the directory (SQLITE_READONLY_DIRECTORY). "
+                "Read it as a user who may write the directory, make the directory writable, "
+                "or read a copy"
+            ) from exc
+        raise translate(exc) from exc
 
 
 def use_wal(conn: sqlite3.Connection) -> None:
@@ -78,19 +94,25 @@ def ensure_schema(conn: sqlite3.Connection, names: Names, where: str) -> None:
     """Bring this prefix's tables to head, keeping every row, and record head where the file
     keeps harel_sa's revision (its own version table, or the host's); then check it.
 
-    A file already at head costs one reading. Records that disagree, or a revision newer than
-    this package, are refused, never overwritten.
+    A file already at head costs one reading and takes no write lock. Records that disagree
+    are refused, never overwritten. A file a newer harel_sa upgraded opens as it is when it
+    holds everything this version uses (an older process during a rolling deploy).
     """
-    if read(conn, names).ok:
+    if _usable(read(conn, names)):
         return
     with write(conn):
         state = read(conn, names)  # again, under the write lock
-        if not state.ok:
-            if state.disagree or state.ahead:
-                raise SchemaError(_problem(state, where))
-            frozen.upgrade(conn, names)
-            _record(conn, state)
+        if _usable(state):
+            return
+        if state.disagree or state.ahead:
+            raise SchemaError(_problem(state, where))
+        frozen.upgrade(conn, names)
+        _record(conn, state)
     check_schema(conn, names, where)
+
+
+def _usable(state: State) -> bool:
+    return state.ok or (state.ahead and state.present and not state.missing and not state.disagree)
 
 
 def _record(conn: sqlite3.Connection, state: State) -> None:

@@ -124,6 +124,17 @@ class State:
             return None
         parts = ["missing " + ", ".join(self.missing)] if self.missing else []
         found = self.record.describe() if self.record else "revision (none recorded)"
+        if self.current == (HEAD_REVISION,):
+            # Recorded at head, yet objects are missing: changed outside the revisions.
+            parts.append(f"database at {found}, but changed since")
+            fix = "Open a transport once with create_schema=True: it re-creates what is missing"
+            if not self.integrated:
+                fix += (
+                    f", or run `harel-sa db stamp {target} --prefix {p} --revision base` then "
+                    f"`harel-sa db upgrade {target} --prefix {p}` (every revision is guarded, "
+                    "so this re-creates only what is missing)"
+                )
+            return f"harel_sa schema for prefix {p!r} is not at head: {'; '.join(parts)}. {fix}."
         parts.append(f"database at {found}, this harel_sa needs {HEAD_REVISION}")
         if self.integrated:
             fix = "Run `alembic upgrade heads` in your project (its history keeps this revision)"

@@ -37,7 +37,20 @@ def test_names_follow_the_prefix() -> None:
 
 @pytest.mark.parametrize("prefix", ["a", "_", "A_b9", "x" * 30])
 def test_good_prefixes(prefix: str) -> None:
-    assert Names(prefix).prefix == prefix
+    assert Names(prefix).prefix == prefix.lower()
+
+
+def test_prefixes_differing_only_in_case_are_one_queue(tmp_path: Path) -> None:
+    """SQLite's names ignore case, so harel_sa's do: ``Jobs`` then ``jobs`` in one file is one
+    queue (not a SchemaError), and its tables are named in lower case."""
+    path = tmp_path / "q.db"
+    assert Names("Jobs") == Names("jobs") and Names("JOBS").messages == "jobs_transport_messages"
+    with SqliteTransport(path, prefix="Jobs") as q:
+        assert q.prefix == "jobs"
+        q.publish("g", Event(kind="one"))
+    with SqliteTransport(path, prefix="jobs", create_schema=False) as q:
+        lease = q.claim("w", 30.0)
+        assert lease is not None and lease.event.kind == "one"
 
 
 @pytest.mark.parametrize("prefix", ["", "9a", "a-b", "a b", "é", "x" * 31, "a;b", "a\n"])
@@ -72,8 +85,9 @@ def test_create_schema_false_on_an_empty_file_names_what_is_missing(db: str) -> 
     with pytest.raises(SchemaError) as info:
         SqliteTransport(db, create_schema=False)
     text = str(info.value)
-    assert "table harel_transport_messages" in text
+    assert text.startswith("no harel_sa queue under prefix 'harel' here: create it with")
     assert "harel-sa db upgrade" in text
+    assert Path(db).stat().st_size == 0  # looked at, not written
 
 
 def test_start_up_restores_a_dropped_index_and_then_the_check_passes(db: str) -> None:
