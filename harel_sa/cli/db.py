@@ -260,6 +260,9 @@ def cmd_current(args: argparse.Namespace) -> int:
     s = _state(t, args.version_table)
     data = _json(s, t)
     mark = "at head" if s.ok else f"head is {_revisions(data['heads'])}"
+    if not s.present:
+        emit(args, data, f"(none) ({mark}): {data['problem']}")
+        return OK
     lines = [f"{_revisions(s.current)} ({mark}), {_where(s)}"]
     lines += [f"  {r.table} ({r.kind}): {r.says}" for r in s.records if len(s.records) > 1]
     if s.missing:
