@@ -278,7 +278,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if s.ok:
         emit(args, data, f"ok: prefix {t.prefix} is at head ({s.current[0]}), {_where(s)}")
         return OK
-    emit(args, data, f"not at head: {data['problem']}")
+    emit(args, data, f"not ok: {data['problem']}")
     return FAILED
 
 

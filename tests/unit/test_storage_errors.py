@@ -258,13 +258,19 @@ def make_queue(path: str) -> dict[str, list[tuple[Any, ...]]]:
     return snapshot(path)
 
 
+READ_ONLY_URLS = ["sqlite:///file:{}?mode=ro&uri=true", "sqlite:///{}?mode=ro"]
+
+
+@pytest.mark.parametrize("form", READ_ONLY_URLS, ids=["file-uri", "plain-mode-ro"])
 @pytest.mark.parametrize("create_schema", [True, False])
 def test_a_read_only_database_raises_read_only_error_and_writes_nothing(
-    twins: Twins, tmp_path: Path, create_schema: bool
+    twins: Twins, tmp_path: Path, create_schema: bool, form: str
 ) -> None:
+    """A ``mode=ro`` URL is honoured as SQLite's, also without ``uri=true`` (SQLAlchemy alone
+    would drop it with a warning and open the file for writing)."""
     path = str(tmp_path / "ro.db")
     before = make_queue(path)
-    url = f"sqlite:///file:{path}?mode=ro&uri=true"
+    url = form.format(path)
     q = twins.open(url, create_schema=create_schema)
     calls: dict[str, Callable[[], object]] = {
         "publish": lambda: q.publish("g", ev("m3")),
