@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import io
 from collections.abc import Callable
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,11 +21,10 @@ from alembic.script.revision import RevisionError
 from alembic.util import CommandError
 
 from harel_sa.alembic_env import FORCE_OPTION, PREFIX_OPTION, sync_url
-from harel_sa.connect import connect_read_only, display, file_of, sqlite_url
-from harel_sa.errors import InvalidArgumentError, NotADatabaseError, ReadOnlyError
+from harel_sa.errors import InvalidArgumentError
 from harel_sa.schema import DEFAULT_PREFIX, Names
-from harel_sa.startup import readable
-from harel_sa.state import State, read
+from harel_sa.startup import read_target
+from harel_sa.state import State
 
 #: Where the revisions are, as a package resource for a host's ``version_locations``.
 VERSION_LOCATION = "harel_sa.migrations:versions"
@@ -145,19 +143,8 @@ def resolve(revision: str) -> str:
 def state(
     target: object, *, prefix: str = DEFAULT_PREFIX, version_table: str | None = None
 ) -> State:
-    """What :func:`harel_sa.state.read` finds for ``prefix`` in ``target``, read-only; a file
-    that does not exist reads as empty (and is not created)."""
-    names = Names(prefix)
-    url = sqlite_url(sync_url(target))
-    path = file_of(url)
-    if path is not None and not Path(path).exists():
-        return State(names, present=False, missing=(), records=(), others=())
-    with closing(connect_read_only(url)) as conn:
-        try:
-            readable(conn)
-        except (NotADatabaseError, ReadOnlyError) as exc:
-            raise type(exc)(f"cannot open {display(url)}: {exc}") from exc
-        return read(conn, names, version_table)
+    """:func:`harel_sa.startup.read_target` of ``target`` (an Engine: of its URL)."""
+    return read_target(sync_url(target), prefix=prefix, version_table=version_table)
 
 
 def current(target: object, *, prefix: str = DEFAULT_PREFIX) -> tuple[str, ...]:

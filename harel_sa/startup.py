@@ -10,14 +10,17 @@ one reading every tool shares.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from contextlib import closing
 from typing import Any
 
 from harel_sa import frozen
+from harel_sa.connect import connect_read_only, display, file_of, sqlite_url
 from harel_sa.core import Options
 from harel_sa.errors import NotADatabaseError, ReadOnlyError, SchemaError
 from harel_sa.operations import storage_errors, translate, write
-from harel_sa.schema import HEAD_REVISION, Names
+from harel_sa.schema import DEFAULT_PREFIX, HEAD_REVISION, Names
 from harel_sa.state import State, read
 
 
@@ -139,3 +142,22 @@ def check_schema(conn: sqlite3.Connection, names: Names, where: str | None) -> N
 
 def _problem(state: State, where: str) -> str:
     return state.problem(f"--url {where}") or "unexpected schema state"
+
+
+def read_target(
+    target: object, *, prefix: str = DEFAULT_PREFIX, version_table: str | None = None
+) -> State:
+    """What :func:`harel_sa.state.read` finds for ``prefix`` in ``target`` (a path or URL),
+    through a read-only connection: nothing is written, and a file that does not exist reads
+    as empty (and is not created)."""
+    names = Names(prefix)
+    url = sqlite_url(target)
+    path = file_of(url)
+    if path is not None and not os.path.exists(path):
+        return State(names, present=False, missing=(), records=(), others=())
+    with closing(connect_read_only(url)) as conn:
+        try:
+            readable(conn)
+        except (NotADatabaseError, ReadOnlyError) as exc:
+            raise type(exc)(f"cannot open {display(url)}: {exc}") from exc
+        return read(conn, names, version_table)

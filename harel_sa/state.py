@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from functools import lru_cache
 
 from harel_sa.schema import HEAD_REVISION, Names, schema_for
 
@@ -172,10 +173,14 @@ def read(conn: sqlite3.Connection, names: Names, version_table: str | None = Non
         host = _record(conn, tables, named, own=False) or Record(named, (), own=False)
         records.append(host)
     else:
-        unrecorded = {
-            p for p in prefixes if _record(conn, tables, Names(p).version_table, True) is None
-        }
-        if unrecorded == {names.prefix} or (own is not None and prefixes == {names.prefix}):
+        if own is None:  # the host's record is this prefix's if no other queue lacks one
+            others = prefixes - {names.prefix}
+            mine = names.prefix in prefixes and not any(
+                _record(conn, tables, f"{p}{_OWN_SUFFIX}", own=True) is None for p in others
+            )
+        else:  # or, beside an own record, if this is the file's only queue (then compared)
+            mine = prefixes == {names.prefix}
+        if mine:
             shaped = sorted(
                 str(name)
                 for kind, name, sql in objects
@@ -203,15 +208,34 @@ def _record(conn: sqlite3.Connection, tables: set[str], table: str, own: bool) -
     return Record(table, tuple(sorted(str(r[0]) for r in rows)), own) if rows else None
 
 
+@lru_cache(maxsize=64)
+def _expected(prefix: str) -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]:
+    """Each table of the metadata with its columns and indexes (built once per prefix)."""
+    return tuple(
+        (t.name, tuple(c.name for c in t.c), tuple(str(ix.name) for ix in t.indexes))
+        for t in schema_for(prefix).metadata.sorted_tables
+    )
+
+
 def _missing(
     conn: sqlite3.Connection, names: Names, tables: set[str], indexes: set[str]
 ) -> list[str]:
+    expected = _expected(names.prefix)
+    wanted = [name for name, _, _ in expected if name in tables]
+    columns: dict[str, set[str]] = {name: set() for name in wanted}
+    if wanted:  # every column of every present table in one statement
+        marks = ", ".join("?" * len(wanted))
+        for table, column in conn.execute(
+            f"SELECT lower(m.name), lower(p.name) FROM sqlite_master AS m, "
+            f"pragma_table_info(m.name) AS p WHERE m.type = 'table' AND lower(m.name) IN ({marks})",
+            wanted,
+        ):
+            columns[str(table)].add(str(column))
     missing: list[str] = []
-    for table in schema_for(names.prefix).metadata.sorted_tables:
-        if table.name not in tables:
-            missing.append(f"table {table.name}")
+    for table, cols, idxs in expected:
+        if table not in tables:
+            missing.append(f"table {table}")
             continue
-        present = {str(r[1]).lower() for r in conn.execute(f"PRAGMA table_info({table.name})")}
-        missing += [f"column {table.name}.{c.name}" for c in table.c if c.name not in present]
-        missing += [f"index {ix.name}" for ix in table.indexes if ix.name not in indexes]
+        missing += [f"column {table}.{c}" for c in cols if c not in columns[table]]
+        missing += [f"index {ix}" for ix in idxs if ix not in indexes]
     return missing

@@ -21,6 +21,7 @@ from sqlalchemy.exc import ArgumentError
 
 from harel_sa import Names, SchemaError, SqliteTransport
 from harel_sa.connect import read_only_url
+from harel_sa.startup import read_target
 from harel_sa.state import State
 
 OK, FAILED, USAGE, SCHEMA, INTERRUPTED = 0, 1, 2, 3, 130
@@ -67,9 +68,7 @@ class Target:
 
     def require_queue(self, version_table: str | None = None) -> State:
         """This prefix's :class:`~harel_sa.state.State`, read-only; ``SchemaError`` unless ok."""
-        from harel_sa.history import state
-
-        found = state(self.api, prefix=self.prefix, version_table=version_table)
+        found = read_target(self.api, prefix=self.prefix, version_table=version_table)
         problem = found.problem(self.flag)
         if problem is not None:
             raise SchemaError(problem)
