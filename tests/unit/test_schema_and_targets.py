@@ -20,6 +20,7 @@ from harel_sa import (
     SqliteTransport,
     metadata,
 )
+from tests.legacy import LegacyFile
 
 
 def test_names_follow_the_prefix() -> None:
@@ -51,6 +52,24 @@ def test_prefixes_differing_only_in_case_are_one_queue(tmp_path: Path) -> None:
     with SqliteTransport(path, prefix="jobs", create_schema=False) as q:
         lease = q.claim("w", 30.0)
         assert lease is not None and lease.event.kind == "one"
+
+
+def test_a_file_whose_tables_were_named_in_another_case_is_that_queue(tmp_path: Path) -> None:
+    """The original transport names tables with the prefix as given (``Jobs_transport_*``)."""
+    path = tmp_path / "q.db"
+    legacy = LegacyFile(str(path), prefix="Jobs", routing_key=False)
+    legacy.publish("g", "old-1")
+    legacy.close()
+    with pytest.raises(SchemaError, match="prefix 'jobs' is not at head"):
+        SqliteTransport(path, prefix="jobs", create_schema=False)
+    with SqliteTransport(path, prefix="JOBS") as q:  # upgraded in place, not a second queue
+        lease = q.claim("w", 30.0)
+        assert lease is not None and lease.event.kind == "old-1"
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    conn.close()
+    assert {"Jobs_transport_messages", "Jobs_transport_groups"} <= tables
+    assert not {"jobs_transport_messages", "JOBS_transport_messages"} & tables
 
 
 @pytest.mark.parametrize("prefix", ["", "9a", "a-b", "a b", "é", "x" * 31, "a;b", "a\n"])
