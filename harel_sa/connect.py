@@ -6,6 +6,7 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from sqlalchemy import URL, Connection, Engine, NullPool, create_engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
@@ -16,11 +17,20 @@ from harel_sa.errors import (
     SchemaError,
     StorageError,
 )
-from harel_sa.operations import translate
+from harel_sa.operations import storage_errors, translate
+
+#: SQLite's own URI parameters (https://sqlite.org/uri.html): given in a ``sqlite:///`` URL they
+#: make it a ``file:`` URI, so SQLite, not only SQLAlchemy, sees them.
+SQLITE_URI_PARAMETERS = frozenset({"mode", "cache", "immutable", "nolock", "vfs", "psow", "modeof"})
 
 
 def sqlite_url(target: object) -> URL:
-    """The SQLite URL a path, a ``sqlite:///`` URL string or a :class:`URL` designates."""
+    """The SQLite URL a path, a ``sqlite:///`` URL string or a :class:`URL` designates.
+
+    A URL that carries SQLite URI parameters (``?mode=ro``, ``&immutable=1``, ...) with or
+    without ``uri=true`` comes back as a ``file:`` URI with ``uri=true``, so SQLite honours them
+    (SQLAlchemy alone would drop them with a warning, or take ``q.db?mode=ro`` for a file name).
+    """
     if isinstance(target, URL):
         url = target
     elif isinstance(target, str) and (target.startswith("sqlite") or "://" in target):
@@ -39,15 +49,64 @@ def sqlite_url(target: object) -> URL:
         )
     if url.get_backend_name() != "sqlite":
         raise InvalidArgumentError(f"harel_sa needs a SQLite database, not {url.drivername!r}")
-    return url
+    return _as_uri(url)
+
+
+def _as_uri(url: URL) -> URL:
+    database = url.database or ""
+    params = {k: v for k, v in url.query.items() if k in SQLITE_URI_PARAMETERS}
+    if database.startswith("file:"):
+        return url.update_query_dict({"uri": "true"})  # else sqlite3 takes it for a file name
+    asked = str(url.query.get("uri", "")).lower() == "true"
+    if not (params or asked) or database in ("", ":memory:"):
+        return url
+    rest = {k: v for k, v in url.query.items() if k not in SQLITE_URI_PARAMETERS}
+    file = "file:" + quote(os.path.abspath(database))
+    return url.set(database=file, query={**rest, **params, "uri": "true"})
+
+
+def file_of(url: URL) -> str | None:
+    """The path of ``url``'s database file (``None`` in memory)."""
+    database = url.database or ""
+    if database.startswith("file:"):
+        path = unquote(urlsplit(database).path)
+        memory = "mode=memory" in database or path in ("", ":memory:")
+        return None if memory else path
+    return None if database in ("", ":memory:") else database
+
+
+def read_only(url: URL) -> bool:
+    """Whether ``url`` opens its database read-only (``mode=ro`` or ``immutable=1``)."""
+    database = url.database or ""
+    query = {**url.query, **dict(parse_qsl(urlsplit(database).query))}
+    return database.startswith("file:") and (
+        query.get("mode") == "ro" or query.get("immutable") == "1"
+    )
+
+
+def read_only_url(target: object) -> URL:
+    """The same database as ``target``, opened ``mode=ro``: SQLite creates nothing and writes
+    nothing through it (no journal-mode change either)."""
+    url = sqlite_url(target)
+    path = file_of(url)
+    if path is None or read_only(url):
+        return url
+    return _as_uri(url.update_query_dict({"mode": "ro"}).set(database=path))
+
+
+def connect_read_only(target: object) -> sqlite3.Connection:
+    """A plain sqlite3 connection that can only read ``target`` (never creates the file)."""
+    url = read_only_url(target)
+    args, kwargs = driver_args(url, 5.0)
+    with storage_errors():
+        conn: sqlite3.Connection = sqlite3.connect(*args, **{**kwargs, "isolation_level": None})
+    return conn
 
 
 def missing_file(url: URL) -> str | None:
     """The path of ``url``'s database file when it names one that does not exist."""
-    database = url.database or ""
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return None
-    return None if os.path.exists(database) else database
+    path = file_of(url)
+    return None if path is None or os.path.exists(path) else path
 
 
 def require_file(url: URL) -> None:

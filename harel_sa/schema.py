@@ -40,6 +40,8 @@ class Names:
 
     A prefix matches ``[A-Za-z_][A-Za-z0-9_]{0,29}``; anything else raises
     :class:`~harel_sa.InvalidArgumentError` (a ``ValueError``) before a file is touched.
+    SQLite compares names without regard to case, so harel_sa does too: the prefix is
+    lowercased (``Names("Jobs").prefix == "jobs"``), and ``Jobs`` and ``jobs`` are one queue.
     """
 
     prefix: str = DEFAULT_PREFIX
@@ -53,6 +55,7 @@ class Names:
             raise InvalidArgumentError(
                 f"prefix {self.prefix!r} must match [A-Za-z_][A-Za-z0-9_]{{0,29}}"
             )
+        object.__setattr__(self, "prefix", self.prefix.lower())
 
     @property
     def messages(self) -> str:
@@ -107,9 +110,14 @@ class Schema:
     dead: Table
 
 
-@lru_cache(maxsize=64)
 def schema_for(prefix: str = DEFAULT_PREFIX) -> Schema:
-    """The tables and indexes of ``prefix`` as one :class:`MetaData` (built once per prefix)."""
+    """The tables and indexes of ``prefix`` as one :class:`MetaData` (built once per prefix,
+    whatever its case)."""
+    return _schema(Names(prefix).prefix)
+
+
+@lru_cache(maxsize=64)
+def _schema(prefix: str) -> Schema:
     names = Names(prefix)
     md = MetaData()
     messages = Table(

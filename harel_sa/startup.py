@@ -1,168 +1,163 @@
 """What a transport does to its connection and schema when it opens, for both drivers.
 
-``prepare`` sets the connection up (WAL, ``busy_timeout``, durability); ``ensure_schema`` creates
-what is missing from the metadata and runs the frozen in-place steps, under ``BEGIN IMMEDIATE``
-so processes that start together do not race; ``check_schema`` only looks, and raises
-:class:`~harel_sa.SchemaError` naming what is missing and the command that fixes it.
+``prepare`` sets the connection up (``busy_timeout``, durability, WAL); ``ensure_schema`` brings
+the prefix's tables to head by running the revisions' frozen SQL (:mod:`harel_sa.frozen`) under
+``BEGIN IMMEDIATE``, so processes that start together do not race, and records the revision it
+reached; ``check_schema`` only looks, and raises :class:`~harel_sa.SchemaError` saying what is
+wrong and the command that fixes it. Both read the file through :func:`harel_sa.state.read`, the
+one reading every tool shares.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
-from functools import lru_cache
+from contextlib import closing
 from typing import Any
 
-from sqlalchemy.dialects import sqlite
-from sqlalchemy.schema import CreateIndex, CreateTable
-
-from harel_sa import steps
+from harel_sa import frozen
+from harel_sa.connect import connect_read_only, display, file_of, sqlite_url
 from harel_sa.core import Options
-from harel_sa.errors import NotADatabaseError, SchemaError
-from harel_sa.operations import storage_errors, write
-from harel_sa.schema import HEAD_REVISION, Names, Schema, schema_for
-
-
-class ConnectionRunner:
-    """A :class:`~harel_sa.steps.Runner` over a sqlite3 connection."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def run(self, sql: str) -> None:
-        self.conn.execute(sql)
-
-    def rows(self, sql: str) -> list[tuple[object, ...]]:
-        return self.conn.execute(sql).fetchall()
+from harel_sa.errors import NotADatabaseError, ReadOnlyError, SchemaError
+from harel_sa.operations import storage_errors, translate, write
+from harel_sa.schema import DEFAULT_PREFIX, HEAD_REVISION, Names
+from harel_sa.state import State, read
 
 
 def run(conn: sqlite3.Connection, options: Options[Any], create_schema: bool, where: str) -> None:
     """Everything a transport does at open: :func:`prepare`, then ensure or check the schema."""
     try:
-        prepare(conn, options.busy_timeout, options.synchronous)
-    except NotADatabaseError as exc:
-        raise NotADatabaseError(f"cannot open {where}: {exc}") from exc  # name the file
+        prepare(conn, options.busy_timeout, options.synchronous, wal=create_schema)
+    except (NotADatabaseError, ReadOnlyError) as exc:
+        raise type(exc)(f"cannot open {where}: {exc}") from exc  # name the file
     if create_schema:
-        ensure_schema(conn, options.names)
+        ensure_schema(conn, options.names, where)
     else:
         check_schema(conn, options.names, where)
+        use_wal(conn)  # only once the file is known to hold this queue: never someone else's
 
 
-def prepare(conn: sqlite3.Connection, busy_timeout: float, synchronous: str) -> None:
-    """Autocommit mode (transactions are driven by hand), ``busy_timeout``, WAL, durability.
+def prepare(
+    conn: sqlite3.Connection, busy_timeout: float, synchronous: str, *, wal: bool = True
+) -> None:
+    """Autocommit mode (transactions are driven by hand), ``busy_timeout``, durability, and
+    (with ``wal``) WAL: see :func:`use_wal`.
 
     Refuses a file that is not a SQLite database with :class:`~harel_sa.NotADatabaseError`.
     """
     conn.isolation_level = None
     with storage_errors():
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.DatabaseError as exc:
+    readable(conn)
+    with storage_errors():
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+    if wal:
+        use_wal(conn)
+
+
+#: SQLITE_READONLY_DIRECTORY: reading a WAL file needs its -shm, which cannot be created here.
+_READONLY_DIRECTORY = 1544
+
+
+def readable(conn: sqlite3.Connection) -> None:
+    """Read the schema once, and say exactly why the file cannot be read when it cannot:
+    :class:`~harel_sa.NotADatabaseError` for a file that is not a database, and for a WAL file
+    in a directory this user may not write, what SQLite needs."""
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        code = getattr(exc, "sqlite_errorcode", sqlite3.SQLITE_NOTADB)
+        if code & 0xFF in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
             raise NotADatabaseError(f"not a SQLite database: {exc}") from exc
+        if code == _READONLY_DIRECTORY:
+            raise ReadOnlyError(
+                "cannot read it: the file is in WAL mode, and SQLite reads a WAL file only with "
+                "its -shm and -wal files beside it, which do not exist and cannot be created "
+                "because this user may not write the directory (SQLITE_READONLY_DIRECTORY). "
+                "Read it as a user who may write the directory, make the directory writable, "
+                "or read a copy"
+            ) from exc
+        raise translate(exc) from exc
+
+
+def use_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL (it stays so), unless it is already, in memory, or read-only (a
+    ``mode=ro`` connection or a file it may not write: it cannot be switched, nor written)."""
+    with storage_errors():
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if str(mode).lower() not in ("wal", "memory"):
-            conn.execute("PRAGMA journal_mode = WAL").fetchone()
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
+            try:
+                conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_READONLY:
+                    raise
 
 
-@lru_cache(maxsize=64)
-def _ddl(prefix: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``CREATE TABLE/INDEX IF NOT EXISTS`` for the metadata of ``prefix``, compiled once."""
-    dialect = sqlite.dialect()
-    md = schema_for(prefix).metadata
-    tables = tuple(
-        str(CreateTable(t, if_not_exists=True).compile(dialect=dialect)).strip()
-        for t in md.sorted_tables
-    )
-    indexes = tuple(
-        str(CreateIndex(ix, if_not_exists=True).compile(dialect=dialect))
-        for t in md.sorted_tables
-        for ix in sorted(t.indexes, key=lambda ix: str(ix.name))
-    )
-    return tables, indexes
+def ensure_schema(conn: sqlite3.Connection, names: Names, where: str) -> None:
+    """Bring this prefix's tables to head, keeping every row, and record head where the file
+    keeps harel_sa's revision (its own version table, or the host's); then check it.
 
-
-def ensure_schema(conn: sqlite3.Connection, names: Names) -> None:
-    """Bring this prefix's tables to the metadata, keeping every row; then check it."""
-    tables, indexes = _ddl(names.prefix)
-    runner = ConnectionRunner(conn)
-    with write(conn):
-        before = _existing(conn, "table")
-        for ddl in tables:
-            conn.execute(ddl)
-        altered = False
-        if names.groups in before:
-            altered |= steps.add_routing_key(runner, names)
-        if names.messages in before:
-            altered |= steps.add_deliveries(runner, names)
-        for ddl in indexes:
-            conn.execute(ddl)
-        if altered:
-            # A table from before this version was written by the original transport, whose
-            # non-atomic publish can leave messages without a group row.
-            steps.adopt_orphans(runner, names)
-    check_schema(conn, names, where=None, require_head=False)
-
-
-def check_schema(
-    conn: sqlite3.Connection, names: Names, where: str | None, *, require_head: bool = True
-) -> None:
-    """Raise :class:`~harel_sa.SchemaError` unless every table, column and index is present
-    and (with ``require_head``) any harel_sa revision recorded in a version table is the head."""
-    schema = schema_for(names.prefix)
-    missing = _missing(conn, schema)
-    current = _recorded_revisions(conn, names)
-    behind = require_head and bool(current) and current != [HEAD_REVISION]
-    if not missing and not behind:
+    A file already at head costs one reading and takes no write lock. Records that disagree
+    are refused, never overwritten. A file a newer harel_sa upgraded opens as it is when it
+    holds everything this version uses (an older process during a rolling deploy).
+    """
+    if _usable(read(conn, names)):
         return
-    url = where or "sqlite:///PATH"
-    if current and max(current) > HEAD_REVISION:  # ids are harel_sa_NNNN: they sort in order
-        raise SchemaError(
-            f"harel_sa schema for prefix {names.prefix!r} is at revision {max(current)}, newer "
-            f"than this harel_sa knows ({HEAD_REVISION}): upgrade the harel-sa package."
-        )
-    parts = []
-    if missing:
-        parts.append("missing " + ", ".join(missing))
-    parts.append(
-        f"database at revision {', '.join(current) if current else '(none recorded)'}, "
-        f"this harel_sa needs {HEAD_REVISION}"
-    )
-    raise SchemaError(
-        f"harel_sa schema for prefix {names.prefix!r} is not at head: {'; '.join(parts)}. "
-        f"Run `harel-sa db upgrade --url {url} --prefix {names.prefix}` "
-        "(or `alembic upgrade heads` in your own pipeline), "
-        "or open the transport with create_schema=True."
-    )
+    with write(conn):
+        state = read(conn, names)  # again, under the write lock
+        if _usable(state):
+            return
+        if state.disagree or state.ahead:
+            raise SchemaError(_problem(state, where))
+        frozen.upgrade(conn, names)
+        _record(conn, state)
+    check_schema(conn, names, where)
 
 
-def _existing(conn: sqlite3.Connection, kind: str) -> set[str]:
-    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = ?", (kind,)).fetchall()
-    return {str(row[0]) for row in rows}
+def _usable(state: State) -> bool:
+    return state.ok or (state.ahead and state.present and not state.missing and not state.disagree)
 
 
-def _missing(conn: sqlite3.Connection, schema: Schema) -> list[str]:
-    tables, indexes = _existing(conn, "table"), _existing(conn, "index")
-    missing: list[str] = []
-    for table in schema.metadata.sorted_tables:
-        if table.name not in tables:
-            missing.append(f"table {table.name}")
-            continue
-        present = steps.columns(ConnectionRunner(conn), table.name) or set()
-        missing += [f"column {table.name}.{c.name}" for c in table.c if c.name not in present]
-        missing += [f"index {ix.name}" for ix in table.indexes if ix.name not in indexes]
-    return missing
+def _record(conn: sqlite3.Connection, state: State) -> None:
+    """Record head where the revision was recorded (Alembic's own statements' effect)."""
+    record = state.record
+    table = record.table if record is not None else state.names.version_table
+    if record is None and table not in {r.table for r in state.records}:
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND lower(name) = ?", (table,)
+        ).fetchone()
+        if exists is None:
+            conn.execute(frozen.VERSION_TABLE.format(table=table))
+    conn.execute(f"DELETE FROM {table} WHERE version_num LIKE 'harel\\_sa\\_%' ESCAPE '\\'")
+    conn.execute(f"INSERT INTO {table} (version_num) VALUES (?)", (HEAD_REVISION,))
 
 
-def _recorded_revisions(conn: sqlite3.Connection, names: Names) -> list[str]:
-    """harel_sa revisions recorded for this prefix: its own version table, or a host's."""
-    tables = _existing(conn, "table")
-    for table in (names.version_table, "alembic_version"):
-        if table in tables:
-            rows = conn.execute(
-                f"SELECT version_num FROM {table} WHERE version_num LIKE 'harel\\_sa\\_%' "
-                "ESCAPE '\\'"
-            ).fetchall()
-            if rows:
-                return sorted(str(r[0]) for r in rows)
-    return []
+def check_schema(conn: sqlite3.Connection, names: Names, where: str | None) -> None:
+    """Raise :class:`~harel_sa.SchemaError` unless the prefix's queue is exactly at head: every
+    table, column and index present, and its one recorded revision is harel_sa's head."""
+    state = read(conn, names)
+    if not state.ok:
+        raise SchemaError(_problem(state, where or "sqlite:///PATH"))
+
+
+def _problem(state: State, where: str) -> str:
+    return state.problem(f"--url {where}") or "unexpected schema state"
+
+
+def read_target(
+    target: object, *, prefix: str = DEFAULT_PREFIX, version_table: str | None = None
+) -> State:
+    """What :func:`harel_sa.state.read` finds for ``prefix`` in ``target`` (a path or URL),
+    through a read-only connection: nothing is written, and a file that does not exist reads
+    as empty (and is not created)."""
+    names = Names(prefix)
+    url = sqlite_url(target)
+    path = file_of(url)
+    if path is not None and not os.path.exists(path):
+        return State(names, present=False, missing=(), records=(), others=())
+    with closing(connect_read_only(url)) as conn:
+        try:
+            readable(conn)
+        except (NotADatabaseError, ReadOnlyError) as exc:
+            raise type(exc)(f"cannot open {display(url)}: {exc}") from exc
+        return read(conn, names, version_table)

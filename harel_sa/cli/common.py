@@ -19,7 +19,10 @@ from typing import Any, TextIO, TypeAlias
 from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError
 
-from harel_sa import Names, SqliteTransport
+from harel_sa import Names, SchemaError, SqliteTransport
+from harel_sa.connect import read_only_url
+from harel_sa.startup import read_target
+from harel_sa.state import State
 
 OK, FAILED, USAGE, SCHEMA, INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -49,10 +52,27 @@ class Target:
         """The option that names this database again, for messages (``--db x.db``)."""
         return f"--url {self.api}" if self.is_url else f"--db {self.api}"
 
-    def open(self, **kwargs: Any) -> SqliteTransport:
-        """The transport, schema checked (not created) unless ``create_schema=True`` is given."""
+    def open(self, *, read_only: bool = False, **kwargs: Any) -> SqliteTransport:
+        """The transport, schema checked (not created) unless ``create_schema=True`` is given.
+
+        Unless it creates the schema, the file is first read (read-only) and refused with the
+        one-line :class:`~harel_sa.SchemaError` when it is not exactly this prefix's queue at
+        head, before anything is opened for writing. ``read_only`` opens it ``mode=ro``: SQLite
+        then writes nothing, creates no file and leaves the journal mode alone.
+        """
         kwargs.setdefault("create_schema", False)
-        return SqliteTransport(self.api, prefix=self.prefix, **kwargs)
+        if not kwargs["create_schema"]:
+            self.require_queue()
+        where = read_only_url(self.api) if read_only else self.api
+        return SqliteTransport(where, prefix=self.prefix, **kwargs)
+
+    def require_queue(self, version_table: str | None = None) -> State:
+        """This prefix's :class:`~harel_sa.state.State`, read-only; ``SchemaError`` unless ok."""
+        found = read_target(self.api, prefix=self.prefix, version_table=version_table)
+        problem = found.problem(self.flag)
+        if problem is not None:
+            raise SchemaError(problem)
+        return found
 
 
 def add_db_options(parser: argparse.ArgumentParser, *, default_db: str | None = None) -> None:

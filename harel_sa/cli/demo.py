@@ -3,16 +3,18 @@
 The file (``--db``, default ``./harel-demo.db``) is created and brought to head if needed.
 The demo needs the prefix's queue empty at the start so it can check the end: an existing
 file that still holds messages (say, from an interrupted run) is refused (exit 2) unless
-``--fresh``, which deletes the file (and its ``-wal``/``-shm``) first. A file left empty by
-a finished run is simply reused.
+``--fresh``, which empties that prefix's queue first. ``--fresh`` never deletes a file or a
+table harel_sa did not create, and refuses a file that holds other tables unless ``--yes``.
+A file left empty by a finished run is simply reused.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from contextlib import closing
 
-from harel_sa import demo
+from harel_sa import Names, demo
 from harel_sa.cli.common import (
     FAILED,
     OK,
@@ -26,8 +28,12 @@ from harel_sa.cli.common import (
     target,
 )
 from harel_sa.cli.progress import ProgressBar
+from harel_sa.connect import connect_read_only
 
 DEFAULT_DB = "harel-demo.db"
+_TABLES = (
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+)
 _DEFAULTS = demo.DemoConfig(api=DEFAULT_DB)
 
 
@@ -68,7 +74,14 @@ def register(commands: Commands) -> None:
         default=_DEFAULTS.timeout,
         help="give up (exit 1) after this many seconds (default: %(default)s)",
     )
-    p.add_argument("--fresh", action="store_true", help="delete the file first")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="empty the prefix's queue first (its rows only; nothing else in the file)",
+    )
+    p.add_argument(
+        "-y", "--yes", action="store_true", help="with --fresh: also in a file holding other tables"
+    )
     p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -89,18 +102,34 @@ def _positive(text: str) -> int:
     return value
 
 
-def _prepare(t: Target, fresh: bool) -> None:
-    """Make the file ready: deleted first with ``--fresh``; at head; queue empty."""
-    if fresh and t.path is not None:
-        for path in (t.path, t.path + "-wal", t.path + "-shm"):
-            if os.path.exists(path):
-                os.remove(path)
+def _prepare(t: Target, fresh: bool, yes: bool) -> None:
+    """Make the file ready: at head, the prefix's queue empty (emptied first with ``--fresh``).
+
+    ``--fresh`` deletes only the rows of this prefix's harel_sa tables, never a file or a table
+    harel_sa did not create; a file that also holds other tables is refused unless ``--yes``.
+    """
+    names = Names(t.prefix)
+    if fresh and (t.path is None or os.path.exists(t.path)):
+        with closing(connect_read_only(t.api)) as conn:
+            tables = {str(r[0]).lower() for r in conn.execute(_TABLES)}
+        others = sorted(tables - {*names.tables, names.version_table})
+        if others and not yes:
+            raise CliError(
+                f"{t.api} also holds tables that are not prefix {t.prefix}'s queue "
+                f"({', '.join(others)}): --fresh empties only prefix {t.prefix}'s queue and "
+                "deletes nothing else; add --yes to do that in this file"
+            )
     with t.open(create_schema=True) as q:
+        if fresh:  # through the queue's own calls: only its rows go
+            while batch := q.peek(None, 1000):
+                for group in {m.group_id for m in batch}:
+                    q.purge(group)
+            q.purge_dead()
         stats = q.stats()
     if stats.messages or stats.dead:
         raise CliError(
             f"{t.api} already holds {stats.messages} message(s) and {stats.dead} dead under "
-            f"prefix {t.prefix}; pass --fresh to delete the file and start over"
+            f"prefix {t.prefix}; pass --fresh to empty that queue first"
         )
 
 
@@ -108,7 +137,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     t = target(args, must_exist=False)
     if args.messages < args.groups:
         raise CliError("--messages must be at least --groups")
-    _prepare(t, args.fresh)
+    _prepare(t, args.fresh, args.yes)
     config = demo.DemoConfig(
         api=t.api,
         prefix=t.prefix,

@@ -1,8 +1,10 @@
 """``harel-sa stats | peek | release | purge | dead``: see and operate a queue.
 
 Each opens the transport with ``create_schema=False``: they never create or migrate anything,
-and a database that is not at head fails with the one-line ``SchemaError`` (exit 3) naming
-``harel-sa db upgrade``. A missing file is a usage error (exit 2); none is ever created.
+and a file that is not this prefix's queue at head fails with the one-line ``SchemaError``
+(exit 3) before anything is written. ``stats``, ``peek`` and ``dead list`` open the file
+read-only (``mode=ro``): they write nothing, not even the journal mode. A missing file is a
+usage error (exit 2); none is ever created.
 Deleting commands (``purge``, ``dead purge``) ask first unless ``--yes``.
 """
 
@@ -128,8 +130,8 @@ def _dead(commands: Commands) -> None:
 
 
 @contextmanager
-def _opened(args: argparse.Namespace) -> Iterator[SqliteTransport]:
-    transport = target(args, must_exist=True).open()
+def _opened(args: argparse.Namespace, *, read_only: bool = False) -> Iterator[SqliteTransport]:
+    transport = target(args, must_exist=True).open(read_only=read_only)
     try:
         yield transport
     finally:
@@ -137,7 +139,7 @@ def _opened(args: argparse.Namespace) -> Iterator[SqliteTransport]:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    with _opened(args) as q:
+    with _opened(args, read_only=True) as q:
         stats = q.stats()
     emit(args, stats.model_dump(mode="json"), _stats_text(stats))
     return OK
@@ -170,7 +172,7 @@ def _stats_text(s: Stats) -> str:
 
 
 def cmd_peek(args: argparse.Namespace) -> int:
-    with _opened(args) as q:
+    with _opened(args, read_only=True) as q:
         messages = q.peek(args.group, args.limit)
     width = None if args.full else _EVENT_WIDTH
     rows = [
@@ -225,7 +227,7 @@ def _when(epoch: float) -> str:
 
 
 def cmd_dead_list(args: argparse.Namespace) -> int:
-    with _opened(args) as q:
+    with _opened(args, read_only=True) as q:
         dead = q.dead(args.group, args.seq, args.limit)
     width = None if args.full else _EVENT_WIDTH
     rows = [

@@ -5,18 +5,19 @@ Revises:
 Create Date: 2026-11-29
 
 Adopts a file that already holds these tables (IF NOT EXISTS), and gives every message whose
-group row is missing one, so it can be claimed. Frozen: the DDL is spelled here.
+group row is missing one, so it can be claimed.
+
+Frozen: this file spells its own SQL and guards and imports nothing from harel_sa, so it does
+the same in every release; tests/migrations/golden/ holds its ``upgrade --sql`` output.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-from alembic import op
-
-from harel_sa import steps
-from harel_sa.migrations import OpRunner, revision_names
+from alembic import context, op
+from alembic.util import CommandError
 
 revision: str = "harel_sa_0001"
 down_revision: str | Sequence[str] | None = None
@@ -24,37 +25,102 @@ branch_labels: str | Sequence[str] | None = ("harel_sa",)
 depends_on: str | Sequence[str] | None = None
 
 
+def _prefix() -> str:
+    """Config.attributes["harel_sa_prefix"], then -x prefix=, then the ini's harel_sa_prefix,
+    else "harel"; SQLite names ignore case, so the prefix is lowercased."""
+    config = context.config
+    prefix = config.attributes.get("harel_sa_prefix")
+    if prefix is None:
+        prefix = context.get_x_argument(as_dictionary=True).get("prefix")
+    if prefix is None:
+        prefix = config.get_main_option("harel_sa_prefix")
+    prefix = "harel" if prefix is None else str(prefix)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,29}", prefix):
+        raise CommandError(f"harel_sa: prefix {prefix!r} must match [A-Za-z_][A-Za-z0-9_]{{0,29}}")
+    return prefix.lower()
+
+
+def _refuse_a_bare_step_across_heads() -> None:
+    """``downgrade -1`` in a host with two heads (its own and harel_sa's) may pick harel_sa's:
+    refuse it, naming the branch-qualified commands."""
+    if context.is_offline_mode():
+        return
+    migration = op.get_context()
+    destination = str(migration.opts.get("destination_rev"))
+    heads = sorted(migration.get_current_heads())
+    if re.fullmatch(r"-\d+", destination) and len(heads) > 1:
+        raise CommandError(
+            f"harel_sa: `downgrade {destination}` with several heads ({', '.join(heads)}) "
+            "would step back harel_sa's queue, not (only) your application; name the branch: "
+            "`alembic downgrade app@-1` (your branch label) or `alembic downgrade harel_sa@-1`"
+        )
+
+
+def _refuse_to_destroy(prefix: str, table: str, where: str, what: str) -> None:
+    """Refuse this step when it would destroy rows of ``table`` matching ``where``, unless
+    forced: ``-x force=1`` on the command line or Config.attributes["harel_sa_force"]."""
+    if context.is_offline_mode():
+        return
+    bind = op.get_bind()
+    exists = bind.exec_driver_sql(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND lower(name) = ?", (table,)
+    ).scalar()
+    rows = exists and bind.exec_driver_sql(f"SELECT count(*) FROM {table} WHERE {where}").scalar()
+    force = context.get_x_argument(as_dictionary=True).get("force", "")
+    forced = context.config.attributes.get("harel_sa_force") or force.lower() in ("1", "true")
+    if rows and not forced:
+        raise CommandError(
+            f"harel_sa: downgrading {revision} under prefix {prefix!r} would destroy {rows} "
+            f"{what}; this step changed nothing. To lose them, force it: `-x force=1` (alembic) "
+            "or `--force` (harel-sa db downgrade)"
+        )
+
+
 def upgrade() -> None:
-    names = revision_names()
-    op.create_table(
-        names.messages,
-        sa.Column("seq", sa.Integer, primary_key=True, nullable=True),
-        sa.Column("group_id", sa.Text, nullable=False),
-        sa.Column("event", sa.Text, nullable=False),
-        sa.Column("locked_by", sa.Text),
-        sa.Column("lock_expiry", sa.REAL),
-        sqlite_autoincrement=True,
-        if_not_exists=True,
+    p = _prefix()
+    op.execute(
+        f"CREATE TABLE IF NOT EXISTS {p}_transport_messages (\n"
+        "    seq INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+        "    group_id TEXT NOT NULL,\n"
+        "    event TEXT NOT NULL,\n"
+        "    locked_by TEXT,\n"
+        "    lock_expiry REAL\n"
+        ")"
     )
-    op.create_table(
-        names.groups,
-        sa.Column("group_id", sa.Text, primary_key=True, nullable=True),
-        sa.Column("last_claimed_at", sa.REAL, nullable=False, server_default=sa.text("0.0")),
-        sa.Column("priority", sa.Integer, nullable=False, server_default=sa.text("0")),
-        if_not_exists=True,
+    op.execute(
+        f"CREATE TABLE IF NOT EXISTS {p}_transport_groups (\n"
+        "    group_id TEXT,\n"
+        "    last_claimed_at REAL DEFAULT 0.0 NOT NULL,\n"
+        "    priority INTEGER DEFAULT 0 NOT NULL,\n"
+        "    PRIMARY KEY (group_id)\n"
+        ")"
     )
-    op.create_index(
-        names.groups_by_last_claimed, names.groups, ["last_claimed_at"], if_not_exists=True
+    op.execute(
+        f"CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_last_claimed "
+        f"ON {p}_transport_groups (last_claimed_at)"
     )
-    op.create_index(
-        names.messages_by_group, names.messages, ["group_id", "seq"], if_not_exists=True
+    op.execute(
+        f"CREATE INDEX IF NOT EXISTS {p}_transport_messages_by_group "
+        f"ON {p}_transport_messages (group_id, seq)"
     )
-    steps.adopt_orphans(OpRunner(), names)
+    # The original transport published in two autocommit statements: a crash between them
+    # left a message without a group row, which no claim can reach. Adopt it.
+    op.execute(
+        f"INSERT OR IGNORE INTO {p}_transport_groups (group_id) "
+        f"SELECT DISTINCT group_id FROM {p}_transport_messages"
+    )
 
 
 def downgrade() -> None:
-    names = revision_names()
-    op.drop_index(names.messages_by_group, table_name=names.messages, if_exists=True)
-    op.drop_index(names.groups_by_last_claimed, table_name=names.groups, if_exists=True)
-    op.drop_table(names.groups, if_exists=True)
-    op.drop_table(names.messages, if_exists=True)
+    p = _prefix()
+    _refuse_a_bare_step_across_heads()
+    _refuse_to_destroy(
+        p,
+        f"{p}_transport_messages",
+        "1",
+        "queued or in-flight message(s) (let the workers drain them first)",
+    )
+    op.execute(f"DROP INDEX IF EXISTS {p}_transport_messages_by_group")
+    op.execute(f"DROP INDEX IF EXISTS {p}_transport_groups_by_last_claimed")
+    op.execute(f"DROP TABLE IF EXISTS {p}_transport_groups")
+    op.execute(f"DROP TABLE IF EXISTS {p}_transport_messages")

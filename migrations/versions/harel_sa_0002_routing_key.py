@@ -4,16 +4,20 @@ Revision ID: harel_sa_0002
 Revises: harel_sa_0001
 Create Date: 2026-11-29
 
-The same step the transport's start-up runs (harel_sa.steps.add_routing_key): it looks at
-PRAGMA table_info first, so a file that already has the column is left as it is.
+Looks at PRAGMA table_info first (SQLite has no ADD COLUMN IF NOT EXISTS), so a file that
+already has the column (the original transport's schema 4) is left as it is.
+
+Frozen: this file spells its own SQL and guards and imports nothing from harel_sa, so it does
+the same in every release; tests/migrations/golden/ holds its ``upgrade --sql`` output.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-from harel_sa import steps
-from harel_sa.migrations import OpRunner, revision_names
+from alembic import context, op
+from alembic.util import CommandError
 
 revision: str = "harel_sa_0002"
 down_revision: str | Sequence[str] | None = "harel_sa_0001"
@@ -21,9 +25,87 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+def _prefix() -> str:
+    """Config.attributes["harel_sa_prefix"], then -x prefix=, then the ini's harel_sa_prefix,
+    else "harel"; SQLite names ignore case, so the prefix is lowercased."""
+    config = context.config
+    prefix = config.attributes.get("harel_sa_prefix")
+    if prefix is None:
+        prefix = context.get_x_argument(as_dictionary=True).get("prefix")
+    if prefix is None:
+        prefix = config.get_main_option("harel_sa_prefix")
+    prefix = "harel" if prefix is None else str(prefix)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,29}", prefix):
+        raise CommandError(f"harel_sa: prefix {prefix!r} must match [A-Za-z_][A-Za-z0-9_]{{0,29}}")
+    return prefix.lower()
+
+
+def _columns(table: str) -> set[str] | None:
+    """The columns of ``table`` (empty when it does not exist); ``None`` offline (--sql), where
+    nothing can be looked at and the guarded statements are printed unconditionally."""
+    if context.is_offline_mode():
+        return None
+    rows = op.get_bind().exec_driver_sql(f"PRAGMA table_info({table})").fetchall()
+    return {str(row[1]).lower() for row in rows}
+
+
+def _refuse_a_bare_step_across_heads() -> None:
+    """``downgrade -1`` in a host with two heads (its own and harel_sa's) may pick harel_sa's:
+    refuse it, naming the branch-qualified commands."""
+    if context.is_offline_mode():
+        return
+    migration = op.get_context()
+    destination = str(migration.opts.get("destination_rev"))
+    heads = sorted(migration.get_current_heads())
+    if re.fullmatch(r"-\d+", destination) and len(heads) > 1:
+        raise CommandError(
+            f"harel_sa: `downgrade {destination}` with several heads ({', '.join(heads)}) "
+            "would step back harel_sa's queue, not (only) your application; name the branch: "
+            "`alembic downgrade app@-1` (your branch label) or `alembic downgrade harel_sa@-1`"
+        )
+
+
+def _refuse_to_destroy(prefix: str, table: str, where: str, what: str) -> None:
+    """Refuse this step when it would destroy rows of ``table`` matching ``where``, unless
+    forced: ``-x force=1`` on the command line or Config.attributes["harel_sa_force"]."""
+    if context.is_offline_mode():
+        return
+    bind = op.get_bind()
+    exists = bind.exec_driver_sql(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND lower(name) = ?", (table,)
+    ).scalar()
+    rows = exists and bind.exec_driver_sql(f"SELECT count(*) FROM {table} WHERE {where}").scalar()
+    force = context.get_x_argument(as_dictionary=True).get("force", "")
+    forced = context.config.attributes.get("harel_sa_force") or force.lower() in ("1", "true")
+    if rows and not forced:
+        raise CommandError(
+            f"harel_sa: downgrading {revision} under prefix {prefix!r} would destroy {rows} "
+            f"{what}; this step changed nothing. To lose them, force it: `-x force=1` (alembic) "
+            "or `--force` (harel-sa db downgrade)"
+        )
+
+
 def upgrade() -> None:
-    steps.add_routing_key(OpRunner(), revision_names())
+    p = _prefix()
+    present = _columns(f"{p}_transport_groups")
+    if present is None or "routing_key" not in present:
+        op.execute(f"ALTER TABLE {p}_transport_groups ADD COLUMN routing_key TEXT")
+    op.execute(
+        f"CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_routing_key "
+        f"ON {p}_transport_groups (routing_key, last_claimed_at)"
+    )
 
 
 def downgrade() -> None:
-    steps.drop_routing_key(OpRunner(), revision_names())
+    p = _prefix()
+    _refuse_a_bare_step_across_heads()
+    _refuse_to_destroy(
+        p,
+        f"{p}_transport_groups",
+        "routing_key IS NOT NULL",
+        "group routing key(s) (their messages would then go to any worker)",
+    )
+    op.execute(f"DROP INDEX IF EXISTS {p}_transport_groups_by_routing_key")
+    present = _columns(f"{p}_transport_groups")
+    if present is None or "routing_key" in present:
+        op.execute(f"ALTER TABLE {p}_transport_groups DROP COLUMN routing_key")

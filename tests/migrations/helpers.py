@@ -23,7 +23,7 @@ from sqlalchemy.schema import CreateIndex
 
 import harel_sa
 from harel_sa import Names, SqliteTransport
-from harel_sa.migrations import only_harel_sa
+from harel_sa.alembic_env import only_harel_sa
 
 REPO = Path(__file__).resolve().parents[2]
 #: The ``alembic`` command of the environment running the tests (``.venv/bin/alembic``).

@@ -1,20 +1,19 @@
 """A throw-away host application that folds harel_sa's revisions into its own Alembic history.
 
-Its ``alembic.ini`` ``[alembic]`` section, its ``env.py`` and its revision are the recipe
-blocks of ``docs/alembic.md``, copied verbatim: the documentation is what the tests run.
+It starts as a real project does: ``alembic init migrations`` with the Alembic under test, then
+exactly the edits of docs/alembic.md (its ``diff`` recipe blocks, applied to the generated
+``alembic.ini`` and ``env.py``), its models and the documented revision: the documentation is
+what the tests run.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-import alembic as alembic_package
 
 from harel_sa import HEAD_REVISION, Names
 from tests.migrations.helpers import (
@@ -27,41 +26,6 @@ from tests.migrations.helpers import (
 )
 
 DOC = REPO / "docs" / "alembic.md"
-
-LOGGING = """
-[loggers]
-keys = root,sqlalchemy,alembic
-
-[handlers]
-keys = console
-
-[formatters]
-keys = generic
-
-[logger_root]
-level = WARNING
-handlers = console
-qualname =
-
-[logger_sqlalchemy]
-level = WARNING
-handlers =
-qualname = sqlalchemy.engine
-
-[logger_alembic]
-level = INFO
-handlers =
-qualname = alembic
-
-[handler_console]
-class = StreamHandler
-args = (sys.stderr,)
-level = NOTSET
-formatter = generic
-
-[formatter_generic]
-format = %(levelname)-5.5s [%(name)s] %(message)s
-"""
 
 MODELS = '''"""The host application's own tables."""
 
@@ -99,19 +63,6 @@ print(json.dumps({
 
 FILTER_LINE = "include_name=harel_sa.migrations.include_name,"
 
-ONLINE_ENGINE = """    connectable = engine_from_config(
-        config.get_section(config.config_ini_section, {}),
-        prefix="sqlalchemy.",
-        poolclass=pool.NullPool,
-    )
-    with connectable.connect() as connection:
-        context.configure(
-            connection=connection,
-            target_metadata=target_metadata,
-            include_name=harel_sa.migrations.include_name,
-        )
-"""
-
 
 def recipe(name: str) -> str:
     """The fenced block that follows ``<!-- recipe: NAME -->`` in docs/alembic.md."""
@@ -122,22 +73,24 @@ def recipe(name: str) -> str:
     return str(found[0]) + "\n"
 
 
-def env_py(variant: str = "default") -> str:
-    """The recipe's ``env.py``; ``prefix``, ``transactional`` and ``nofilter`` apply the
-    documented edits (the last one: what a host gets by forgetting the filter)."""
-    text = recipe("host-env")
-    assert text.count(FILTER_LINE) == 2 and ONLINE_ENGINE in text
-    if variant == "prefix":
-        anchor = "config = context.config\n"
-        assert anchor in text
-        text = text.replace(anchor, anchor + recipe("host-env-prefix"))
-        text = text.replace(FILTER_LINE, "include_name=harel_sa_filter,")
-    elif variant == "transactional":
-        text = text.replace(ONLINE_ENGINE, recipe("host-env-transactional"))
-    elif variant == "nofilter":
-        text = "\n".join(line for line in text.splitlines() if FILTER_LINE not in line) + "\n"
-    else:
-        assert variant == "default", variant
+def apply_diff(text: str, diff: str) -> str:
+    """Apply a recipe's ``diff`` block to ``text``: hunks start at ``@@``; within one, lines
+    marked `` `` and ``-`` must stand in ``text`` exactly once, as whole consecutive lines, and
+    become the lines marked `` `` and ``+``."""
+    hunks: list[list[str]] = []
+    for line in diff.splitlines():
+        if line.startswith("@@"):
+            hunks.append([])
+        else:
+            assert line[:1] in (" ", "-", "+"), f"not a diff line: {line!r}"
+            assert hunks, "a diff recipe starts with @@"
+            hunks[-1].append(line)
+    for hunk in hunks:
+        old = "".join(ln[1:] + "\n" for ln in hunk if ln[0] in " -")
+        new = "".join(ln[1:] + "\n" for ln in hunk if ln[0] in " +")
+        lines = "\n" + text
+        assert lines.count("\n" + old) == 1, f"{old!r} must appear once in:\n{text}"
+        text = lines.replace("\n" + old, "\n" + new, 1)[1:]
     return text
 
 
@@ -175,9 +128,9 @@ class Host:
     def python(self, code: str, *args: str) -> subprocess.CompletedProcess[str]:
         return run([self.tools.python, "-c", code, *args], cwd=self.root, env=self.tools.env)
 
-    def use_env(self, variant: str | None = None) -> None:
-        """Write ``env.py`` as ``variant`` (the host's own variant by default)."""
-        (self.root / "migrations" / "env.py").write_text(env_py(variant or self.env_variant))
+    @property
+    def env_py(self) -> Path:
+        return self.root / "migrations" / "env.py"
 
     def set_ini(self, old: str, new: str) -> None:
         ini = self.root / "alembic.ini"
@@ -189,22 +142,34 @@ class Host:
 def make_host(
     root: Path, tools: Tools = DEV, *, prefix: str | None = None, env: str = "default"
 ) -> Host:
-    """Write the host project under ``root`` (which must not be inside the repository)."""
+    """``alembic init`` a host project under ``root`` (outside the repository), then apply the
+    documented edits: ``env`` is ``default``, ``prefix`` (with ``prefix``) or
+    ``transactional``."""
     assert REPO not in root.resolve().parents
-    (root / "migrations" / "versions").mkdir(parents=True)
+    root.mkdir(parents=True)
+    run([tools.alembic, "init", "migrations"], cwd=root, env=tools.env)
+    ini = root / "alembic.ini"
+    edited = apply_diff(ini.read_text(), recipe("host-ini"))
+    if prefix is not None:
+        edited = apply_diff(edited, recipe("host-ini-prefix").replace("jobs", prefix))
+    ini.write_text(edited)
+    env_py = root / "migrations" / "env.py"
+    text = apply_diff(env_py.read_text(), recipe("host-env"))
+    assert text.count(FILTER_LINE) == 2
+    if env == "prefix":
+        text = apply_diff(text, recipe("host-env-prefix"))
+        text = text.replace(FILTER_LINE, "include_name=harel_sa_filter,")
+    elif env == "transactional":
+        text = apply_diff(text, recipe("host-env-transactional"))
+    else:
+        assert env == "default", env
+    env_py.write_text(text)
     (root / "myapp").mkdir()
     (root / "myapp" / "__init__.py").write_text("")
     (root / "myapp" / "models.py").write_text(MODELS)
-    ini = recipe("host-ini")
-    if prefix is not None:
-        ini += f"harel_sa_prefix = {prefix}\n"
-    (root / "alembic.ini").write_text(ini + LOGGING)
-    template = Path(alembic_package.__file__).parent / "templates" / "generic" / "script.py.mako"
-    shutil.copy(template, root / "migrations" / "script.py.mako")
+    (root / "migrations" / "versions").mkdir(exist_ok=True)
     (root / "migrations" / "versions" / "app_0001_items.py").write_text(recipe("host-revision"))
-    host = Host(root, tools, prefix or "harel", env)
-    host.use_env()
-    return host
+    return Host(root, tools, prefix or "harel", env)
 
 
 def assert_upgrade_heads(host: Host) -> dict[str, str]:
@@ -226,11 +191,14 @@ def assert_check_needs_the_filter(host: Host) -> None:
     """``alembic check``: clean with the filter; without it, it proposes to drop the queue."""
     done = host.alembic("check")
     assert "No new upgrade operations detected" in done.stdout + done.stderr
-    host.use_env("nofilter")
+    kept = host.env_py.read_text()
+    host.env_py.write_text(
+        "".join(ln for ln in kept.splitlines(True) if "include_name=harel_sa" not in ln)
+    )
     try:
         done = host.alembic("check", ok=False)
     finally:
-        host.use_env()
+        host.env_py.write_text(kept)
     assert done.returncode != 0
     for table in Names(host.prefix).tables:
         assert f"('remove_table', Table('{table}'" in done.stderr

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 from harel_sa import HEAD_REVISION
-from tests.migrations.helpers import alembic, version
+from tests.migrations.helpers import alembic, run, version
 from tests.migrations.host import DOC, recipe
 
 
@@ -49,3 +50,14 @@ def test_the_repository_commands_of_the_docs(tmp_path: Path) -> None:
         alembic(*args)
     assert version(db) == ["harel_sa_0001"]
     assert version(db, "jobs") == [HEAD_REVISION]
+
+
+def test_the_harel_sa_db_commands_of_the_docs(tmp_path: Path) -> None:
+    """The ``harel-sa db`` lines of docs/alembic.md, run in order in an empty directory."""
+    block = DOC.read_text().split("### `harel-sa db`", 1)[1].split("```sh\n", 1)[1]
+    command = Path(sys.executable).parent / "harel-sa"
+    for line in block.split("```", 1)[0].splitlines():
+        argv = re.sub(r"\s+#.*$", "", line).split()
+        assert argv[0] == "harel-sa"
+        run([command, *argv[1:]], cwd=tmp_path)
+    assert version(tmp_path / "queue.db") == [HEAD_REVISION]

@@ -115,9 +115,18 @@ def test_what_not_to_do(tmp_path: Path) -> None:
     assert done.returncode != 0 and "Multiple head revisions" in done.stderr
     assert names_of(host.db, "table") <= {"alembic_version"}  # nothing was applied
 
-    host.set_ini("path_separator = space", "path_separator = os")
-    done = host.alembic("heads", ok=False)  # the colon splits harel_sa's location
-    assert "harel_sa_0004" not in done.stdout
+    # Adding the line beside alembic init's own, instead of changing it:
+    host.set_ini("path_separator = space", "path_separator = os\npath_separator = space")
+    done = host.alembic("heads", ok=False)
+    assert done.returncode != 0 and "DuplicateOptionError" in done.stderr
+
+    # Keeping alembic init's value: the colon splits the list, both halves name no directory,
+    # and the history is empty: nothing to show, nothing applied, and exit 0.
+    host.set_ini("path_separator = os\npath_separator = space", "path_separator = os")
+    assert host.alembic("heads").stdout == ""
+    host.alembic("upgrade", "heads")
+    assert names_of(host.db, "table") <= {"alembic_version"}
+    assert version(host.db, table="alembic_version") == []
 
     host.set_ini("path_separator = os\n", "")  # Alembic's deprecated legacy splitting works
     done = host.alembic("heads")

@@ -39,7 +39,7 @@ def test_two_prefixes_upgrade_and_downgrade_independently(tmp_path: Path, clock:
     a_rows = snapshot(path, "a")
 
     mig.upgrade(path, prefix="b")
-    mig.downgrade(path, "harel_sa_0001", prefix="a")
+    mig.downgrade(path, "harel_sa_0001", prefix="a", force=True)
     assert (version(path, "a"), version(path, "b")) == (["harel_sa_0001"], [HEAD_REVISION])
     assert "routing_key" not in columns(path, A.groups)
     assert "routing_key" in columns(path, B.groups)
@@ -51,7 +51,7 @@ def test_two_prefixes_upgrade_and_downgrade_independently(tmp_path: Path, clock:
         lease = q.claim("w", 30.0)
         assert lease is not None and lease.event.kind == "b-1"  # b sees only its own rows
 
-    mig.downgrade(path, "base", prefix="b")
+    mig.downgrade(path, "base", prefix="b", force=True)
     assert not names_of(path, "table") & set(B.tables)
     assert version(path, "b") == [] and version(path, "a") == ["harel_sa_0001"]
     mig.upgrade(path, prefix="a")
@@ -64,7 +64,7 @@ def test_two_prefixes_upgrade_and_downgrade_independently(tmp_path: Path, clock:
 def test_the_prefix_comes_from_the_config_attribute_first(tmp_path: Path) -> None:
     path = tmp_path / "queue.db"
     cfg = mig.config(path, prefix="viaattr")
-    cfg.set_main_option(mig.PREFIX_OPTION, "viaini")
+    cfg.set_main_option("harel_sa_prefix", "viaini")
     from alembic import command
 
     command.upgrade(cfg, "heads")

@@ -63,13 +63,13 @@ def test_a_host_history_behind_head_is_refused(tmp_path: Path) -> None:
     assert "harel_sa_0002" in message and "host_0001" not in message
 
 
-def test_an_empty_database_names_every_missing_table(tmp_path: Path) -> None:
+def test_an_empty_database_says_there_is_no_queue_and_how_to_make_one(tmp_path: Path) -> None:
     path = tmp_path / "queue.db"
     path.touch()
     message = refusal(path)
-    for table in NAMES.tables:
-        assert f"table {table}" in message
+    assert message.startswith("no harel_sa queue under prefix 'harel' here: create it with")
     assert not names_of(path, "table")  # it created nothing
+    assert path.stat().st_size == 0
 
 
 def test_a_missing_file_is_named_and_not_created(tmp_path: Path) -> None:
@@ -91,14 +91,19 @@ def test_a_file_of_the_original_transport_names_the_missing_columns_and_indexes(
     assert f"index {NAMES.groups_by_priority}" in message
 
 
-def test_another_prefix_is_named_in_the_command(tmp_path: Path) -> None:
+@pytest.mark.parametrize("prefix", ["jobs", "harel_typo"])
+def test_a_prefix_with_no_queue_beside_another_is_told_so_and_not_to_create_one(
+    tmp_path: Path, prefix: str
+) -> None:
+    """A typo'd prefix must not be told to `db upgrade`: that would make an empty queue."""
     path = tmp_path / "queue.db"
-    mig.upgrade(path)  # harel is at head; jobs is not there at all
-    message = refusal(path, prefix="jobs")
-    assert "table jobs_transport_messages" in message and "--prefix jobs" in message
+    mig.upgrade(path)  # harel is at head; the other prefix is not there at all
+    with pytest.raises(SchemaError) as err:
+        SqliteTransport(path, prefix=prefix, create_schema=False)
+    assert str(err.value) == f"no harel_sa queue under prefix '{prefix}' here (found: harel)"
 
 
-@pytest.mark.parametrize("start", ["behind", "stdlib3", "empty"])
+@pytest.mark.parametrize("start", ["behind", "stdlib3", "missing", "empty"])
 def test_the_command_the_error_names_brings_the_database_to_head(
     start: str, tmp_path: Path
 ) -> None:
@@ -107,6 +112,8 @@ def test_the_command_the_error_names_brings_the_database_to_head(
         mig.upgrade(path, revision="harel_sa_0002")
     elif start == "stdlib3":
         STARTS["stdlib3"](path, FakeClock())
+    if start == "empty":
+        path.touch()
     command_line = re.findall(r"`(harel-sa [^`]+)`", refusal(path))
     assert len(command_line) == 1
     argv = command_line[0].split()

@@ -37,8 +37,6 @@ BOOM = textwrap.dedent(
     import sqlalchemy as sa
     from alembic import op
 
-    from harel_sa.migrations import revision_names
-
     revision = "harel_sa_0005"
     down_revision = "harel_sa_0004"
     branch_labels = None
@@ -46,10 +44,9 @@ BOOM = textwrap.dedent(
 
 
     def upgrade():
-        names = revision_names()
         op.create_table("boom_half_made", sa.Column("id", sa.Integer, primary_key=True))
-        op.execute(f"UPDATE {names.messages} SET locked_by = 'boom'")
-        op.execute(f"DELETE FROM {names.groups}")
+        op.execute("UPDATE harel_transport_messages SET locked_by = 'boom'")
+        op.execute("DELETE FROM harel_transport_groups")
         raise RuntimeError("boom half-way")
 
 

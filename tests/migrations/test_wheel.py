@@ -1,14 +1,15 @@
-"""The same host flow with harel_sa installed from a built wheel into a fresh virtual
-environment: nothing comes from the source tree, and the revisions are found in the package.
+"""Packaging without a symlink: the wheel and the sdist are built from a clone made with
+``core.symlinks=false`` (Windows' default), hold every revision, and the installed wheel runs
+``harel-sa`` and the host flow from a fresh virtual environment, nothing from the source tree.
 
-The wheel is built from a copy of the working tree (so no ``build/`` directory is left in, or
-reused from, the repository); its dependencies come from the package index.
+The clone is of the committed repository (what CI and users get); its dependencies come from
+the package index.
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -24,35 +25,38 @@ from tests.migrations.host import (
     recipe,
 )
 
-COPY_IGNORE = shutil.ignore_patterns(
-    ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "*.db*"
-)
+REVISIONS = sorted(p.name for p in (REPO / "migrations" / "versions").glob("harel_sa_*.py"))
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("wheel")
-    src = root / "src"
-    shutil.copytree(REPO, src, symlinks=True, ignore=COPY_IGNORE)
-    dist = root / "dist"
+def dist(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(wheel, sdist) built by ``python -m build`` (the sdist first, the wheel from it)."""
+    root = tmp_path_factory.mktemp("dist")
+    src = root / "clone"
+    run(["git", "clone", "-q", "-c", "core.symlinks=false", REPO, src], cwd=root, env=clean_env())
+    tracked = run(["git", "ls-files", "-s"], cwd=src).stdout.splitlines()
+    assert not [ln for ln in tracked if ln.startswith("120000")], "a symlink is tracked"
+    assert not [p for p in src.rglob("*") if p.is_symlink()]
+    out = root / "out"
     run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", dist, src],
+        [sys.executable, "-m", "build", "-q", "--outdir", out, src],
         cwd=root,
         env=clean_env(),
-        timeout=300,
+        timeout=600,
     )
-    (built,) = dist.glob("harel_sa-*.whl")
-    return built
+    (wheel,) = out.glob("harel_sa-*.whl")
+    (sdist,) = out.glob("harel_sa-*.tar.gz")
+    return wheel, sdist
 
 
 @pytest.fixture(scope="module")
-def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Tools:
+def installed(dist: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Tools:
     """A fresh virtual environment with the wheel (and its dependencies) installed."""
     venv = tmp_path_factory.mktemp("venv") / "venv"
     run([sys.executable, "-m", "venv", venv], cwd=venv.parent, env=clean_env())
     python = venv / "bin" / "python"
     run(
-        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel],
+        [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", dist[0]],
         cwd=venv.parent,
         env=clean_env(),
         timeout=300,
@@ -60,19 +64,43 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Tools:
     return Tools(python, venv / "bin" / "alembic", clean_env())
 
 
-def test_the_wheel_carries_the_environment_and_the_revisions(wheel: Path) -> None:
-    names = set(zipfile.ZipFile(wheel).namelist())
+def test_the_wheel_carries_the_environment_and_every_revision(dist: tuple[Path, Path]) -> None:
+    names = set(zipfile.ZipFile(dist[0]).namelist())
     assert {
         "harel_sa/py.typed",
         "harel_sa/migrations/__init__.py",
         "harel_sa/migrations/env.py",
         "harel_sa/migrations/script.py.mako",
-        "harel_sa/migrations/versions/harel_sa_0001_base.py",
-        "harel_sa/migrations/versions/harel_sa_0002_routing_key.py",
-        "harel_sa/migrations/versions/harel_sa_0003_dead_letters.py",
-        "harel_sa/migrations/versions/harel_sa_0004_priority_index.py",
+        *(f"harel_sa/migrations/versions/{name}" for name in REVISIONS),
     } <= names
+    assert len(REVISIONS) == 4
     assert not any(n.startswith(("migrations/", "tests/")) for n in names)
+
+
+def test_the_sdist_carries_every_revision(dist: tuple[Path, Path]) -> None:
+    with tarfile.open(dist[1]) as sdist:
+        members = {m.name.split("/", 1)[1]: m for m in sdist.getmembers() if "/" in m.name}
+    for name in ("migrations/__init__.py", "migrations/env.py", "migrations/script.py.mako"):
+        assert members[name].isfile(), name
+    for name in REVISIONS:
+        assert members[f"migrations/versions/{name}"].isfile(), name
+    assert not any(m.issym() for m in members.values())
+
+
+def test_the_installed_command_runs_and_upgrades(tmp_path: Path, installed: Tools) -> None:
+    harel_sa = installed.python.parent / "harel-sa"
+    done = run([harel_sa, "--help"], cwd=tmp_path, env=installed.env)
+    assert "db" in done.stdout and "demo" in done.stdout
+    done = run([harel_sa, "db", "upgrade", "--db", "q.db"], cwd=tmp_path, env=installed.env)
+    assert done.stdout.strip() == f"q.db (prefix harel): upgraded (none) -> {HEAD_REVISION}"
+    assert version(tmp_path / "q.db") == [HEAD_REVISION]
+    where = run(
+        [installed.python, "-c", "import harel_sa.migrations as m; print(m.version_location())"],
+        cwd=tmp_path,
+        env=installed.env,
+    ).stdout.strip()
+    assert Path(where).is_relative_to(installed.python.parent.parent)
+    assert sorted(p.name for p in Path(where).glob("harel_sa_*.py")) == REVISIONS
 
 
 def test_a_host_project_runs_the_installed_revisions(tmp_path: Path, installed: Tools) -> None:

@@ -20,6 +20,7 @@ from harel_sa import (
     SqliteTransport,
     metadata,
 )
+from tests.legacy import LegacyFile
 
 
 def test_names_follow_the_prefix() -> None:
@@ -37,7 +38,38 @@ def test_names_follow_the_prefix() -> None:
 
 @pytest.mark.parametrize("prefix", ["a", "_", "A_b9", "x" * 30])
 def test_good_prefixes(prefix: str) -> None:
-    assert Names(prefix).prefix == prefix
+    assert Names(prefix).prefix == prefix.lower()
+
+
+def test_prefixes_differing_only_in_case_are_one_queue(tmp_path: Path) -> None:
+    """SQLite's names ignore case, so harel_sa's do: ``Jobs`` then ``jobs`` in one file is one
+    queue (not a SchemaError), and its tables are named in lower case."""
+    path = tmp_path / "q.db"
+    assert Names("Jobs") == Names("jobs") and Names("JOBS").messages == "jobs_transport_messages"
+    with SqliteTransport(path, prefix="Jobs") as q:
+        assert q.prefix == "jobs"
+        q.publish("g", Event(kind="one"))
+    with SqliteTransport(path, prefix="jobs", create_schema=False) as q:
+        lease = q.claim("w", 30.0)
+        assert lease is not None and lease.event.kind == "one"
+
+
+def test_a_file_whose_tables_were_named_in_another_case_is_that_queue(tmp_path: Path) -> None:
+    """The original transport names tables with the prefix as given (``Jobs_transport_*``)."""
+    path = tmp_path / "q.db"
+    legacy = LegacyFile(str(path), prefix="Jobs", routing_key=False)
+    legacy.publish("g", "old-1")
+    legacy.close()
+    with pytest.raises(SchemaError, match="prefix 'jobs' is not at head"):
+        SqliteTransport(path, prefix="jobs", create_schema=False)
+    with SqliteTransport(path, prefix="JOBS") as q:  # upgraded in place, not a second queue
+        lease = q.claim("w", 30.0)
+        assert lease is not None and lease.event.kind == "old-1"
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    conn.close()
+    assert {"Jobs_transport_messages", "Jobs_transport_groups"} <= tables
+    assert not {"jobs_transport_messages", "JOBS_transport_messages"} & tables
 
 
 @pytest.mark.parametrize("prefix", ["", "9a", "a-b", "a b", "é", "x" * 31, "a;b", "a\n"])
@@ -72,8 +104,9 @@ def test_create_schema_false_on_an_empty_file_names_what_is_missing(db: str) -> 
     with pytest.raises(SchemaError) as info:
         SqliteTransport(db, create_schema=False)
     text = str(info.value)
-    assert "table harel_transport_messages" in text
+    assert text.startswith("no harel_sa queue under prefix 'harel' here: create it with")
     assert "harel-sa db upgrade" in text
+    assert Path(db).stat().st_size == 0  # looked at, not written
 
 
 def test_start_up_restores_a_dropped_index_and_then_the_check_passes(db: str) -> None:

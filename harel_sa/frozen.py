@@ -1,0 +1,154 @@
+"""The revisions' upgrade SQL, frozen, for a transport's start-up (``create_schema=True``).
+
+A transport opens at every process start, so its start-up does not import Alembic: it runs this
+copy of each revision's statements, with the same guards. The copy is held equal to the
+revisions by the tests: statement for statement to the checked-in ``alembic upgrade --sql``
+output of each revision (``tests/migrations/golden/``), and object for object to what the
+revisions build (``sqlite_master`` of both paths, from every kind of starting file).
+
+Like the revisions, an entry here never changes once released; a schema change is a new
+revision and a new entry. ``{p}`` stands for the prefix.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from harel_sa.schema import Names
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement of a revision; skipped when ``unless_column`` (table, column) exists, as
+    the revision's own look at ``PRAGMA table_info`` skips it."""
+
+    sql: str
+    unless_column: tuple[str, str] | None = None
+
+
+REVISIONS: tuple[tuple[str, tuple[Statement, ...]], ...] = (
+    (
+        "harel_sa_0001",
+        (
+            Statement(
+                "CREATE TABLE IF NOT EXISTS {p}_transport_messages (\n"
+                "    seq INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+                "    group_id TEXT NOT NULL,\n"
+                "    event TEXT NOT NULL,\n"
+                "    locked_by TEXT,\n"
+                "    lock_expiry REAL\n"
+                ")"
+            ),
+            Statement(
+                "CREATE TABLE IF NOT EXISTS {p}_transport_groups (\n"
+                "    group_id TEXT,\n"
+                "    last_claimed_at REAL DEFAULT 0.0 NOT NULL,\n"
+                "    priority INTEGER DEFAULT 0 NOT NULL,\n"
+                "    PRIMARY KEY (group_id)\n"
+                ")"
+            ),
+            Statement(
+                "CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_last_claimed "
+                "ON {p}_transport_groups (last_claimed_at)"
+            ),
+            Statement(
+                "CREATE INDEX IF NOT EXISTS {p}_transport_messages_by_group "
+                "ON {p}_transport_messages (group_id, seq)"
+            ),
+            Statement(
+                "INSERT OR IGNORE INTO {p}_transport_groups (group_id) "
+                "SELECT DISTINCT group_id FROM {p}_transport_messages"
+            ),
+        ),
+    ),
+    (
+        "harel_sa_0002",
+        (
+            Statement(
+                "ALTER TABLE {p}_transport_groups ADD COLUMN routing_key TEXT",
+                unless_column=("{p}_transport_groups", "routing_key"),
+            ),
+            Statement(
+                "CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_routing_key "
+                "ON {p}_transport_groups (routing_key, last_claimed_at)"
+            ),
+        ),
+    ),
+    (
+        "harel_sa_0003",
+        (
+            Statement(
+                "ALTER TABLE {p}_transport_messages "
+                "ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0",
+                unless_column=("{p}_transport_messages", "deliveries"),
+            ),
+            Statement(
+                "CREATE TABLE IF NOT EXISTS {p}_transport_dead (\n"
+                "    seq INTEGER NOT NULL,\n"
+                "    group_id TEXT NOT NULL,\n"
+                "    event TEXT NOT NULL,\n"
+                "    error TEXT NOT NULL,\n"
+                "    dead_at REAL NOT NULL,\n"
+                "    deliveries INTEGER NOT NULL,\n"
+                "    priority INTEGER DEFAULT 0 NOT NULL,\n"
+                "    routing_key TEXT,\n"
+                "    PRIMARY KEY (seq)\n"
+                ")"
+            ),
+            Statement(
+                "CREATE INDEX IF NOT EXISTS {p}_transport_dead_by_group "
+                "ON {p}_transport_dead (group_id, seq)"
+            ),
+        ),
+    ),
+    (
+        "harel_sa_0004",
+        (
+            Statement(
+                "CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_priority "
+                "ON {p}_transport_groups (priority, last_claimed_at) WHERE priority > 0"
+            ),
+        ),
+    ),
+)
+
+#: The version table exactly as Alembic creates it online (so both paths leave the same file;
+#: its ``--sql`` output shows the tabs as four spaces).
+VERSION_TABLE = (
+    "CREATE TABLE {table} (\n"
+    "\tversion_num VARCHAR(32) NOT NULL, \n"
+    "\tCONSTRAINT {table}_pkc PRIMARY KEY (version_num)\n"
+    ")"
+)
+
+
+def statements(names: Names, revision: str, conn: sqlite3.Connection | None = None) -> list[str]:
+    """``revision``'s statements under ``names``; with ``conn``, the guarded ones that would be
+    skipped there are left out (without it, all of them, as ``alembic upgrade --sql`` prints)."""
+    body = dict(REVISIONS)[revision]
+    chosen = []
+    for statement in body:
+        if statement.unless_column is not None and conn is not None:
+            table, column = (part.format(p=names.prefix) for part in statement.unless_column)
+            present = {str(r[1]).lower() for r in conn.execute(f"PRAGMA table_info({table})")}
+            if column in present:
+                continue
+        chosen.append(statement.sql.format(p=names.prefix))
+    return chosen
+
+
+def upgrade(conn: sqlite3.Connection, names: Names) -> None:
+    """Run every revision's statements, guarded, inside the caller's transaction.
+
+    Every statement is ``IF NOT EXISTS``, guarded, or (the orphans' adoption) harmless when
+    repeated, so running all of them on a file at any revision, or on a file of the original
+    transport that recorded none, brings it to head and re-creates whatever is missing.
+    """
+    for revision, _ in REVISIONS:
+        for sql in statements(names, revision, conn):
+            conn.execute(sql)
+
+
+def head() -> str:
+    return REVISIONS[-1][0]

@@ -1,0 +1,239 @@
+"""Read-only commands really only read: ``stats``, ``peek``, ``dead list``, ``db current``,
+``db check`` open the file ``mode=ro``: its bytes never change, no journal-mode switch, no file
+is created; a read-only file in a read-only directory is read where SQLite can read it, and
+where it cannot (WAL without its -shm) the command says exactly why. A ``mode=ro`` URL is
+honoured by every command. Run as a deploy pipeline would: real processes on real files, and
+where root would bypass permissions, as the unprivileged ``nobody``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pwd
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from harel_sa import Event, SqliteTransport, migrations
+from tests.cli.conftest import ROOT, Cli, as_json, one_line_error
+
+READERS = [
+    ["stats"],
+    ["peek"],
+    ["dead", "list"],
+    ["db", "current"],
+    ["db", "check"],
+]
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def journal_mode(path: Path) -> str:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        return str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+
+
+@pytest.mark.parametrize("command", READERS, ids=" ".join)
+def test_a_sqlite_file_of_someone_else_is_not_touched(
+    cli: Cli, tmp_path: Path, command: list[str]
+) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO items VALUES (1, 'x')")
+    conn.close()
+    before, listing = digest(path), files(tmp_path)
+    done = cli(*command, "--db", str(path))
+    # db current only reports (exit 0); the others refuse: db check 1, the queue commands 3
+    assert done.returncode == {"current": 0, "check": 1}.get(command[-1], 3), done.stderr
+    text = done.stdout + done.stderr
+    assert "no harel_sa queue under prefix 'harel' here" in text
+    assert "Traceback" not in text
+    assert (digest(path), files(tmp_path), journal_mode(path)) == (before, listing, "delete")
+
+
+@pytest.mark.parametrize("command", READERS, ids=" ".join)
+def test_an_empty_file_stays_empty(cli: Cli, tmp_path: Path, command: list[str]) -> None:
+    path = tmp_path / "empty.db"
+    path.touch()
+    done = cli(*command, "--db", str(path))
+    assert "no harel_sa queue under prefix 'harel' here" in done.stdout + done.stderr
+    assert path.stat().st_size == 0 and files(tmp_path) == ["empty.db"]
+
+
+@pytest.mark.parametrize("journal", ["wal", "delete"])
+def test_a_queue_is_read_without_a_byte_of_it_changing(
+    cli: Cli, tmp_path: Path, journal: str
+) -> None:
+    path = tmp_path / "q.db"
+    with SqliteTransport(path) as q:
+        q.publish("g", Event(kind="one"))
+        q.nack(q.claim("w", 30.0), 3600.0)  # parked: a release would write
+    if journal == "delete":  # as `harel-sa db upgrade` leaves a file: no WAL switch to make
+        with closing(sqlite3.connect(path)) as conn:
+            conn.execute("PRAGMA journal_mode = DELETE")
+    before = digest(path)
+    for command in READERS:
+        assert cli(*command, "--db", str(path)).returncode == 0, command
+    assert digest(path) == before and journal_mode(path) == journal
+    # SQLite's own side files of a WAL database: a reader needs the shared-memory index and
+    # creates it (and an empty -wal) when they are missing; a read-only connection leaves them.
+    assert set(files(tmp_path)) <= {"q.db", "q.db-shm", "q.db-wal"}
+    assert not (tmp_path / "q.db-wal").exists() or (tmp_path / "q.db-wal").stat().st_size == 0
+
+
+@pytest.mark.parametrize(
+    "query", ["?mode=ro", "?mode=ro&uri=true"], ids=["mode=ro", "mode=ro&uri=true"]
+)
+def test_a_mode_ro_url_is_honoured_by_every_command(cli: Cli, tmp_path: Path, query: str) -> None:
+    path = tmp_path / "q.db"
+    with SqliteTransport(path) as q:
+        q.publish("g", Event(kind="one"))
+        q.nack(q.claim("w", 30.0), 3600.0)
+    before = digest(path)
+    url = f"sqlite:///{path}{query}"
+    stats = cli("stats", "--url", url, "--json")
+    assert as_json(stats)["parked"] == 1 and "Warning" not in stats.stderr
+    for command in (["release"], ["dead", "requeue"], ["purge", "--group", "g", "--yes"]):
+        line = one_line_error(cli(*command, "--url", url))
+        assert "readonly" in line and "SQLITE_READONLY" in line, line
+    assert cli("db", "check", "--url", url).returncode == 0
+    assert digest(path) == before
+    assert not [p for p in tmp_path.iterdir() if "?" in p.name]  # no "q.db?mode=ro" file
+    with SqliteTransport(path, create_schema=False) as q:
+        assert q.stats().parked == 1  # nothing was released
+
+
+# --- as an unprivileged user: a read-only file in a read-only directory ---------------------
+
+
+def drop_privileges() -> None:
+    nobody = pwd.getpwnam("nobody")
+    os.setgid(nobody.pw_gid)
+    os.setuid(nobody.pw_uid)
+
+
+@pytest.fixture
+def locked_dir() -> Iterator[Path]:
+    """A directory the test fills, then makes read-only (0555, files 0444) for the command."""
+    base = Path(tempfile.mkdtemp(prefix="harel-ro-"))
+    os.chmod(base, 0o755)
+    try:
+        yield base
+    finally:
+        os.chmod(base, 0o755)
+        shutil.rmtree(base)
+
+
+def lock(folder: Path) -> None:
+    for p in folder.iterdir():
+        os.chmod(p, 0o444)
+    os.chmod(folder, 0o555)
+
+
+def as_user(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m harel_sa ARGS`` as a user without write access (root gives root up)."""
+    return subprocess.run(
+        [sys.executable, "-m", "harel_sa", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        preexec_fn=drop_privileges if os.geteuid() == 0 else None,
+        check=False,
+    )
+
+
+def a_queue(path: Path, journal: str) -> None:
+    with SqliteTransport(path) as q:
+        q.publish("g", Event(kind="one"))
+    if journal == "delete":
+        with sqlite3.connect(path) as conn:
+            conn.execute("PRAGMA journal_mode = DELETE")
+        conn.close()
+
+
+def test_a_rollback_journal_queue_is_read_in_a_read_only_directory(locked_dir: Path) -> None:
+    path = locked_dir / "q.db"
+    a_queue(path, "delete")
+    lock(locked_dir)
+    before = digest(path)
+    for command in READERS:
+        done = as_user(*command, "--db", str(path), cwd=locked_dir.parent)
+        assert done.returncode == 0, (command, done.stderr)
+    stats = as_json(as_user("stats", "--db", str(path), "--json", cwd=locked_dir.parent))
+    assert stats["messages"] == 1
+    assert (digest(path), files(locked_dir)) == (before, ["q.db"])
+
+
+def test_a_wal_queue_with_its_side_files_is_read_in_a_read_only_directory(
+    locked_dir: Path,
+) -> None:
+    """A process that ended without closing leaves -wal and -shm: SQLite reads through them."""
+    path = locked_dir / "q.db"
+    code = (
+        "import os, sys; from harel_sa import Event, SqliteTransport; "
+        "q = SqliteTransport(sys.argv[1]); q.publish('g', Event(kind='one')); os._exit(0)"
+    )
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=120)
+    assert set(files(locked_dir)) == {"q.db", "q.db-shm", "q.db-wal"}
+    lock(locked_dir)
+    done = as_user("stats", "--db", str(path), "--json", cwd=locked_dir.parent)
+    assert done.returncode == 0, done.stderr
+    assert as_json(done)["messages"] == 1
+
+
+def test_a_wal_queue_without_its_shm_in_a_read_only_directory_says_what_sqlite_needs(
+    locked_dir: Path,
+) -> None:
+    path = locked_dir / "q.db"
+    a_queue(path, "wal")
+    assert files(locked_dir) == ["q.db"]  # closed cleanly: no side files
+    lock(locked_dir)
+    for command in READERS:
+        done = as_user(*command, "--db", str(path), cwd=locked_dir.parent)
+        line = one_line_error(done)
+        assert done.returncode == 1, (command, line)
+        assert "the file is in WAL mode" in line and "-shm" in line, line
+        assert "SQLITE_READONLY_DIRECTORY" in line and "not a SQLite database" not in line
+    assert files(locked_dir) == ["q.db"]
+
+
+def test_the_transport_reads_a_read_only_file_and_refuses_writes(locked_dir: Path) -> None:
+    """The transports honour a file they may not write too: reading works, writes raise
+    ReadOnlyError (the pipeline's view of a file mounted read-only)."""
+    path = locked_dir / "q.db"
+    a_queue(path, "delete")
+    lock(locked_dir)
+    code = (
+        "import sys; from harel_sa import Event, ReadOnlyError, SqliteTransport\n"
+        "q = SqliteTransport(sys.argv[1], create_schema=False)\n"
+        "print(q.stats().messages)\n"
+        "try:\n    q.publish('g', Event(kind='two'))\nexcept ReadOnlyError as e:\n"
+        "    print('ReadOnlyError')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=drop_privileges if os.geteuid() == 0 else None,
+        check=False,
+    )
+    assert done.stdout.split() == ["1", "ReadOnlyError"], done.stderr
+    assert migrations.current(path) == ("harel_sa_0004",)
