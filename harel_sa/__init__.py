@@ -29,7 +29,7 @@ from harel_sa.errors import (
 from harel_sa.events import Event, Lease
 from harel_sa.schema import HEAD_REVISION, SCHEMA_VERSION, Names, metadata, schema_for
 from harel_sa.transport import SqliteTransport
-from harel_sa.worker import AsyncWorker, Worker
+from harel_sa.worker import AsyncWorker, DeadLetter, Retry, Worker
 
 __all__ = [
     "HEAD_REVISION",
@@ -38,6 +38,7 @@ __all__ = [
     "AsyncWorker",
     "Bucket",
     "BusyError",
+    "DeadLetter",
     "DeadMessage",
     "Event",
     "HarelSAError",
@@ -49,6 +50,7 @@ __all__ = [
     "PriorityBucket",
     "QueuedMessage",
     "ReadOnlyError",
+    "Retry",
     "RoutingBucket",
     "SchemaError",
     "SqliteTransport",

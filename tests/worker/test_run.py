@@ -12,7 +12,7 @@ from harel_sa import (
     Worker,
 )
 from harel_sa.worker import Backoff, WorkerOptions
-from harel_sa.worker.policy import RunState
+from harel_sa.worker.run import Run as RunState
 
 
 def test_backoff_grows_exponentially_from_the_deliveries_up_to_the_cap() -> None:
