@@ -71,10 +71,12 @@ def settle(run: Run, op: Operation) -> Generator[Step, None, Lease[Any] | None]:
         result = call.result
         if isinstance(result, Done):
             return run.settled(op, result, time.monotonic() - started)
-        retry = run.retry(op, result)
-        if retry is None:
+        if not run.may_retry(op, result):
             return None
         yield Wait(run.options.poll_interval, wake_on_stop=False)
+        retry = run.again(op)
+        if retry is None:
+            return None
         op = retry
 
 

@@ -361,15 +361,20 @@ class Run:
             self.claimed(done.lease, seconds)
         return done.lease
 
-    def retry(self, op: Operation, error: HarelSAError) -> Operation | None:
-        """``op`` raised ``error``: the operation to try again after ``poll_interval``, or
-        ``None`` to give up (the lease then counts as lost and lapses by itself).
-
-        Only a busy write lock is worth waiting for (the lease is not given up for a busy
-        moment), and only until the run is done. A fused ack no longer claims once stopping.
-        """
+    def may_retry(self, op: Operation, error: HarelSAError) -> bool:
+        """``op`` raised ``error``: try it again after ``poll_interval``? Only for a busy
+        write lock (the lease is not given up for a busy moment); else the lease counts as
+        lost (it lapses by itself)."""
         self.failed(op.name, error)
-        if not isinstance(error, BusyError) or self.done:
+        if isinstance(error, BusyError) and not self.done:
+            return True
+        self._note_lost(op.lease, op.name)
+        return False
+
+    def again(self, op: Operation) -> Operation | None:
+        """After the pause: the operation to retry (an ack fused with a claim no longer claims
+        once stopping), or ``None`` when the run is over meanwhile (the lease is lost)."""
+        if self.done:
             self._note_lost(op.lease, op.name)
             return None
         if isinstance(op, Ack) and op.fused and self.stopping:
