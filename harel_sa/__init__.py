@@ -5,6 +5,9 @@ Producers ``publish`` events into groups; workers ``claim`` a group's head under
 across groups, with a priority floor and routing keys.
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
 from harel_sa.admin import (
     Bucket,
     DeadMessage,
@@ -30,6 +33,11 @@ from harel_sa.events import Event, Lease
 from harel_sa.schema import HEAD_REVISION, SCHEMA_VERSION, Names, metadata, schema_for
 from harel_sa.transport import SqliteTransport
 from harel_sa.worker import AsyncWorker, DeadLetter, Retry, Worker
+
+try:
+    __version__ = _version("harel-sa")  #: from the installed package's metadata
+except PackageNotFoundError:  # pragma: no cover - run from a bare source tree
+    __version__ = "0+unknown"
 
 __all__ = [
     "HEAD_REVISION",
@@ -59,6 +67,7 @@ __all__ = [
     "StorageFullError",
     "TransportClosedError",
     "Worker",
+    "__version__",
     "metadata",
     "schema_for",
 ]
