@@ -166,7 +166,7 @@ def _loop_signals(enabled: bool, loop: asyncio.AbstractEventLoop, run: Run) -> I
         return
     previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
     for sig in SIGNALS:
-        loop.add_signal_handler(sig, run.request_stop, sig.name)
+        loop.add_signal_handler(sig, run.request_stop, f"{sig.name} received")
     try:
         yield
     finally:

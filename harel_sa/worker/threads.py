@@ -136,7 +136,9 @@ def _signals(enabled: bool, run: Run) -> Iterator[None]:
         yield
         return
     previous = {
-        sig: signal.signal(sig, lambda signum, _: run.request_stop(signal.Signals(signum).name))
+        sig: signal.signal(
+            sig, lambda signum, _: run.request_stop(f"{signal.Signals(signum).name} received")
+        )
         for sig in SIGNALS
     }
     try:
