@@ -77,20 +77,20 @@ class Heartbeat:
 
     def _beat(self) -> None:
         period = self.run.options.heartbeat_period
-        due = time.monotonic() + period
+        last = time.monotonic()  # when the previous beat started
         try:
-            while not self._stopped.wait(max(0.0, due - time.monotonic())):
-                late = time.monotonic() - due
-                if late > period / 2:
+            while not self._stopped.wait(max(0.0, last + period - time.monotonic())):
+                started = time.monotonic()
+                if started - last > period * 1.5:
                     log.warning(
                         "heartbeat ran %.1fs late (leases last %gs): the process is starved "
                         "or the write lock was busy",
-                        late,
+                        started - last - period,
                         self.run.options.visibility,
                     )
+                last = started
                 self._check_loop(period)
                 self._extend_all()
-                due = max(due + period, time.monotonic())
         except BaseException as error:
             self.run.crashed(error)
 

@@ -120,6 +120,19 @@ def session(block: Block) -> list[tuple[str, list[str], int]]:
     return steps
 
 
+def shell(command: str, cwd: Path, *, merged: bool = False) -> subprocess.CompletedProcess[str]:
+    """``command`` run by bash in ``cwd``; ``merged``: stderr into stdout, no stdin."""
+    return subprocess.run(
+        ["bash", "-c", ("exec 2>&1\n" if merged else "") + command],
+        cwd=cwd,
+        env=environment(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
 def run_block(block: Block, cwd: Path) -> None:
     env = environment()
     if block.mark.startswith("<!-- file:"):
@@ -137,15 +150,7 @@ def run_block(block: Block, cwd: Path) -> None:
         assert done.returncode == 0, f"{block.where}: {done.stderr}"
     elif block.text.startswith("$ "):
         for command, shown, status in session(block):
-            done = subprocess.run(
-                ["bash", "-c", "exec 2>&1\n" + command],
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT,
-            )
+            done = shell(command, cwd, merged=True)
             printed = done.stdout.splitlines()
             assert done.returncode == status, f"{block.where}: $ {command}\n{done.stdout}"
             assert matches(shown, printed), (
@@ -153,14 +158,7 @@ def run_block(block: Block, cwd: Path) -> None:
             )
     elif block.lang == "sh":
         for command in commands(block.text):
-            done = subprocess.run(
-                ["bash", "-c", command],
-                cwd=cwd,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT,
-            )
+            done = shell(command, cwd)
             assert done.returncode == 0, f"{block.where}: {command}\n{done.stderr}"
     elif not block.mark.startswith("<!-- file:"):
         pytest.fail(f"{block.where}: a {block.lang or 'plain'} block that no rule runs")
@@ -210,26 +208,12 @@ def test_alembic_md_command_blocks(tmp_path: Path) -> None:
     assert "alembic -c harel_sa.ini" in package_commands.text
     host = make_host(tmp_path / "host")
     for command in commands(host_commands.text):
-        done = subprocess.run(
-            ["bash", "-c", command],
-            cwd=host.root,
-            env=environment(),
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-        )
+        done = shell(command, host.root)
         assert done.returncode == 0, f"{command}\n{done.stderr}"
     standalone = tmp_path / "standalone"
     standalone.mkdir()
     (standalone / "harel_sa.ini").write_text(recipe("standalone-ini"))
     for command in commands(package_commands.text):
-        done = subprocess.run(
-            ["bash", "-c", command],
-            cwd=standalone,
-            env=environment(),
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-        )
+        done = shell(command, standalone)
         assert done.returncode == 0, f"{command}\n{done.stderr}"
     assert (standalone / "queue.db").exists()

@@ -265,3 +265,34 @@ def test_an_interrupted_supervisor_releases_without_grace_then_ends() -> None:
 def test_max_messages_must_be_a_positive_whole_number(max_messages: Any) -> None:
     with pytest.raises(ValueError):
         new_run(max_messages=max_messages)
+
+
+def test_a_heartbeat_that_runs_late_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """The heartbeat thread on its own: an extend that takes longer than a beat (a busy lock,
+    a starved process) makes the next beat late, and that is a warning."""
+    import threading
+
+    from harel_sa.worker.heartbeat import Heartbeat
+
+    run = Run(WorkerOptions(visibility=0.3), None, False)  # a beat every 0.1 s
+    run.claimed(lease(1), 0.0)
+    extended = threading.Event()
+
+    def slow_extend(held: Lease[Event]) -> bool:
+        extended.set()
+        threading.Event().wait(0.25)  # longer than 1.5 beats
+        return True
+
+    beat = Heartbeat(run, slow_extend)
+    beat.start()
+    try:
+        assert extended.wait(20.0)
+        for _ in range(400):
+            if "heartbeat ran" in caplog.text:
+                break
+            threading.Event().wait(0.05)
+    finally:
+        beat.stop()
+        beat.join()
+    assert "heartbeat ran" in caplog.text and "late (leases last 0.3s)" in caplog.text
+    assert run.stats().lost == 0
