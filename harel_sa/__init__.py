@@ -5,9 +5,6 @@ Producers ``publish`` events into groups; workers ``claim`` a group's head under
 across groups, with a priority floor and routing keys.
 """
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _version
-
 from harel_sa.admin import (
     Bucket,
     DeadMessage,
@@ -34,10 +31,19 @@ from harel_sa.schema import HEAD_REVISION, SCHEMA_VERSION, Names, metadata, sche
 from harel_sa.transport import SqliteTransport
 from harel_sa.worker import AsyncWorker, DeadLetter, Retry, Worker
 
-try:
-    __version__ = _version("harel-sa")  #: from the installed package's metadata
-except PackageNotFoundError:  # pragma: no cover - run from a bare source tree
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    """``harel_sa.__version__``: the installed package's version, read from its metadata
+    when first asked for (importlib.metadata costs an import nobody else needs)."""
+    if name != "__version__":
+        raise AttributeError(f"module 'harel_sa' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("harel-sa")
+    except PackageNotFoundError:  # pragma: no cover - run from a bare source tree
+        return "0+unknown"
+
 
 __all__ = [
     "HEAD_REVISION",
