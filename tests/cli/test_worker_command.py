@@ -265,5 +265,7 @@ def test_version_and_debug_anywhere(cli: Cli) -> None:
     from importlib.metadata import version as installed
 
     assert harel_sa.__version__ == installed("harel-sa") != "0+unknown"
-    assert cli("stats", "--db", "x.db", "--debug").returncode == 2  # accepted after too
-    assert cli("--debug", "stats", "--db", "x.db").returncode == 2
+    for args in (["stats", "--db", "x.db", "--debug"], ["--debug", "stats", "--db", "x.db"]):
+        done = cli(*args)  # accepted before and after the subcommand: the error is the file's
+        assert done.returncode == 2 and "no such database file: x.db" in done.stderr, args
+    assert "unrecognized arguments: --frobnicate" in cli("stats", "--frobnicate").stderr
