@@ -29,7 +29,21 @@ from harel_sa.errors import (
 from harel_sa.events import Event, Lease
 from harel_sa.schema import HEAD_REVISION, SCHEMA_VERSION, Names, metadata, schema_for
 from harel_sa.transport import SqliteTransport
-from harel_sa.worker import AsyncWorker, Worker
+from harel_sa.worker import AsyncWorker, DeadLetter, Retry, Worker
+
+
+def __getattr__(name: str) -> str:
+    """``harel_sa.__version__``: the installed package's version, read from its metadata
+    when first asked for (importlib.metadata costs an import nobody else needs)."""
+    if name != "__version__":
+        raise AttributeError(f"module 'harel_sa' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("harel-sa")
+    except PackageNotFoundError:  # pragma: no cover - run from a bare source tree
+        return "0+unknown"
+
 
 __all__ = [
     "HEAD_REVISION",
@@ -38,6 +52,7 @@ __all__ = [
     "AsyncWorker",
     "Bucket",
     "BusyError",
+    "DeadLetter",
     "DeadMessage",
     "Event",
     "HarelSAError",
@@ -49,6 +64,7 @@ __all__ = [
     "PriorityBucket",
     "QueuedMessage",
     "ReadOnlyError",
+    "Retry",
     "RoutingBucket",
     "SchemaError",
     "SqliteTransport",
@@ -57,6 +73,7 @@ __all__ = [
     "StorageFullError",
     "TransportClosedError",
     "Worker",
+    "__version__",
     "metadata",
     "schema_for",
 ]

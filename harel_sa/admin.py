@@ -55,6 +55,14 @@ class Stats(_Frozen):
     oldest_age: float | None
     by_priority: list[PriorityBucket]
     by_routing_key: list[RoutingBucket]
+    #: Messages neither leased nor parked (some may wait behind their group's head).
+    ready: int = 0
+    #: Seconds since the oldest ready message's event was created, if it says.
+    oldest_ready_age: float | None = None
+    #: Messages ever published under the prefix (the last seq given out).
+    published: int = 0
+    #: Live leases per worker id.
+    leases_by_worker: dict[str, int] = {}
 
 
 class QueuedMessage(_Frozen):
@@ -102,6 +110,18 @@ class AdminStatements:
         by = (
             "SELECT g.{0}, count(DISTINCT g.group_id), count(m.seq) FROM {1} AS g "
             "LEFT JOIN {2} AS m ON m.group_id = g.group_id GROUP BY g.{0} ORDER BY g.{0}"
+        )
+        self.oldest_ready = compiled(
+            "SELECT CASE WHEN json_valid(event) THEN json_extract(event, '$.created_time') END "
+            f"FROM {m} WHERE locked_by IS NULL OR lock_expiry < :now ORDER BY seq LIMIT 1"
+        )
+        self.published = compiled(
+            f"SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = '{m}'"
+        )
+        self.by_worker = compiled(
+            "SELECT substr(locked_by, 1, instr(locked_by, '#') - 1), count(*) "
+            f"FROM {m} WHERE locked_by IS NOT NULL AND locked_by != '{PARKED}' AND {live} "
+            "GROUP BY 1 ORDER BY 1"
         )
         self.by_priority = compiled(by.format("priority", g, m))
         self.by_routing_key = compiled(by.format("routing_key", g, m))
@@ -162,6 +182,7 @@ def stats(conn: sqlite3.Connection, st: AdminStatements, clock: Clock) -> Stats:
         now = clock()
         messages, in_flight, parked = conn.execute(st.counts, {"now": now}).fetchone()
         created = conn.execute(st.oldest).fetchone()
+        ready = conn.execute(st.oldest_ready, {"now": now}).fetchone()
         return Stats(
             now=now,
             messages=messages,
@@ -178,7 +199,18 @@ def stats(conn: sqlite3.Connection, st: AdminStatements, clock: Clock) -> Stats:
                 RoutingBucket(routing_key=k, groups=g, messages=m)
                 for k, g, m in conn.execute(st.by_routing_key)
             ],
+            ready=messages - in_flight - parked,
+            oldest_ready_age=_age(ready[0] if ready else None, now),
+            published=_published(conn, st),
+            leases_by_worker=dict(conn.execute(st.by_worker, {"now": now}).fetchall()),
         )
+
+
+def _published(conn: sqlite3.Connection, st: AdminStatements) -> int:
+    try:
+        return int(conn.execute(st.published).fetchone()[0])
+    except sqlite3.OperationalError:  # no AUTOINCREMENT table has had a row yet
+        return 0
 
 
 def _age(created_time: object, now: float) -> float | None:

@@ -22,13 +22,14 @@ from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from harel_sa import operations as ops
-from harel_sa import startup
+from harel_sa import settlements, startup
 from harel_sa.admin import DeadMessage, QueuedMessage, Stats
 from harel_sa.connect import display, driver_args, require_file, sqlite_url
 from harel_sa.core import Call, Calls, Options, Synchronous
 from harel_sa.errors import InvalidArgumentError, TransportClosedError
 from harel_sa.events import E, Event, Lease
 from harel_sa.schema import DEFAULT_PREFIX
+from harel_sa.transport import SqliteTransport
 
 T = TypeVar("T")
 
@@ -96,6 +97,8 @@ class AsyncSqliteTransport(Generic[E]):
         self._calls = calls
         self._driver: _Driver | None = driver
         self._lock = asyncio.Lock()
+        self._where = driver.where
+        self._target: object = None  # what create() opened, for sync_twin()
 
     @classmethod
     async def create(
@@ -117,11 +120,45 @@ class AsyncSqliteTransport(Generic[E]):
         except BaseException:
             await driver.close()
             raise
-        return cls(Calls(options), driver)
+        transport = cls(Calls(options), driver)
+        transport._target = path
+        return transport
 
     @property
     def prefix(self) -> str:
         return self._calls.options.names.prefix
+
+    @property
+    def database(self) -> str:
+        """The database this transport opened, for messages and logs (no password)."""
+        return self._where
+
+    def sync_twin(self) -> SqliteTransport[E]:
+        """A new :class:`~harel_sa.SqliteTransport` on the same database, with the same
+        options (prefix, clock, busy timeout, event type, durability; ``create_schema=False``).
+
+        For a thread that must reach the queue while the event loop is busy (``AsyncWorker``'s
+        heartbeat). The caller closes it. A private ``:memory:`` queue has no twin: no second
+        connection can see it (``InvalidArgumentError``).
+        """
+        target = self._target
+        if isinstance(target, AsyncEngine):
+            target = target.url.set(drivername="sqlite")
+        elif not isinstance(target, Engine):
+            url = sqlite_url(target)
+            if url.database in (None, "", ":memory:") or "mode=memory" in str(url):
+                raise InvalidArgumentError("a private :memory: queue has no sync twin")
+            target = url.set(drivername="sqlite")
+        o = self._calls.options
+        return SqliteTransport(
+            target,
+            o.clock,
+            prefix=o.names.prefix,
+            create_schema=False,
+            busy_timeout=o.busy_timeout,
+            event_type=o.event_type,
+            synchronous=o.synchronous,  # type: ignore[arg-type]
+        )
 
     async def _run(self, call: Call[T]) -> T:
         async with self._lock:
@@ -178,19 +215,28 @@ class AsyncSqliteTransport(Generic[E]):
         max_deliveries: int | None = None,
     ) -> tuple[bool, Lease[E] | None]:
         """As :meth:`SqliteTransport.ack_and_claim <harel_sa.SqliteTransport.ack_and_claim>`."""
-        return await self._run(
+        acked, following = await self._run(
             self._calls.ack_and_claim(
                 lease, worker_id, visibility, min_priority, routing_keys, max_deliveries
             )
         )
+        if acked:
+            settlements.report(lease, "acked")
+        return acked, following
 
     async def ack(self, lease: Lease[E]) -> bool:
         """As :meth:`SqliteTransport.ack <harel_sa.SqliteTransport.ack>`."""
-        return await self._run(self._calls.ack(lease))
+        acked = await self._run(self._calls.ack(lease))
+        if acked:
+            settlements.report(lease, "acked")
+        return acked
 
     async def nack(self, lease: Lease[E], delay: float = 0.0) -> bool:
         """As :meth:`SqliteTransport.nack <harel_sa.SqliteTransport.nack>`."""
-        return await self._run(self._calls.nack(lease, delay))
+        nacked = await self._run(self._calls.nack(lease, delay))
+        if nacked:
+            settlements.report(lease, "nacked", delay)
+        return nacked
 
     async def extend(self, lease: Lease[E], visibility: float) -> bool:
         """As :meth:`SqliteTransport.extend <harel_sa.SqliteTransport.extend>`."""
@@ -198,7 +244,10 @@ class AsyncSqliteTransport(Generic[E]):
 
     async def dead_letter(self, lease: Lease[E], reason: str) -> bool:
         """As :meth:`SqliteTransport.dead_letter <harel_sa.SqliteTransport.dead_letter>`."""
-        return await self._run(self._calls.dead_letter(lease, reason))
+        buried = await self._run(self._calls.dead_letter(lease, reason))
+        if buried:
+            settlements.report(lease, "dead_lettered")
+        return buried
 
     async def stats(self) -> Stats:
         """As :meth:`SqliteTransport.stats <harel_sa.SqliteTransport.stats>`."""

@@ -186,7 +186,8 @@ def _claim(
         seq, group_id, raw, deliveries = row[0], row[1], row[2], row[3]
         limit = spec.max_deliveries
         if limit is not None and deliveries >= limit:
-            bury(conn, st, seq, group_id, now, f"delivered {deliveries} times (max {limit})")
+            times = "1 time" if deliveries == 1 else f"{deliveries} times"
+            bury(conn, st, seq, group_id, now, f"delivered {times} (max {limit})")
             continue
         try:
             event = spec.event_type.model_validate_json(raw)

@@ -10,7 +10,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
-from harel_sa import startup
+from harel_sa import settlements, startup
 from harel_sa.admin import DeadMessage, QueuedMessage, Stats
 from harel_sa.connect import SyncConnection
 from harel_sa.core import Call, Calls, Options, Synchronous
@@ -52,6 +52,7 @@ class SqliteTransport(Generic[E]):
         self._db: SyncConnection | None = SyncConnection.open(
             path, options.busy_timeout, create_schema
         )
+        self._where = self._db.where
         try:
             startup.run(self._db.raw, options, create_schema, self._db.where)
         except BaseException:
@@ -61,6 +62,11 @@ class SqliteTransport(Generic[E]):
     @property
     def prefix(self) -> str:
         return self._calls.options.names.prefix
+
+    @property
+    def database(self) -> str:
+        """The database this transport opened, for messages and logs (no password)."""
+        return self._where
 
     def _run(self, call: Call[T]) -> T:
         with self._lock:
@@ -128,11 +134,14 @@ class SqliteTransport(Generic[E]):
 
         Returns whether the ack took (as :meth:`ack`) and the next lease (as :meth:`claim`).
         """
-        return self._run(
+        acked, following = self._run(
             self._calls.ack_and_claim(
                 lease, worker_id, visibility, min_priority, routing_keys, max_deliveries
             )
         )
+        if acked:
+            settlements.report(lease, "acked")
+        return acked, following
 
     def ack(self, lease: Lease[E]) -> bool:
         """Remove the leased message (and its group once empty).
@@ -140,12 +149,18 @@ class SqliteTransport(Generic[E]):
         Returns ``False``, changing nothing, when the lease was lost (it lapsed and another
         worker claimed the message).
         """
-        return self._run(self._calls.ack(lease))
+        acked = self._run(self._calls.ack(lease))
+        if acked:
+            settlements.report(lease, "acked")
+        return acked
 
     def nack(self, lease: Lease[E], delay: float = 0.0) -> bool:
         """Give the message back: at once (``delay == 0``), or parked for ``delay`` seconds,
         during which its group stays blocked. ``False`` when the lease was lost."""
-        return self._run(self._calls.nack(lease, delay))
+        nacked = self._run(self._calls.nack(lease, delay))
+        if nacked:
+            settlements.report(lease, "nacked", delay)
+        return nacked
 
     def extend(self, lease: Lease[E], visibility: float) -> bool:
         """Heartbeat: the lease now ends ``visibility`` seconds from now. ``False`` when lost."""
@@ -153,7 +168,10 @@ class SqliteTransport(Generic[E]):
 
     def dead_letter(self, lease: Lease[E], reason: str) -> bool:
         """Give up on the leased message: move it to the dead table with ``reason``."""
-        return self._run(self._calls.dead_letter(lease, reason))
+        buried = self._run(self._calls.dead_letter(lease, reason))
+        if buried:
+            settlements.report(lease, "dead_lettered")
+        return buried
 
     def stats(self) -> Stats:
         """Messages, groups, in flight, parked, dead, the oldest message's age, and the

@@ -16,7 +16,8 @@ from typing import NoReturn
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from harel_sa.cli import db, demo, queue
+from harel_sa import __version__
+from harel_sa.cli import db, demo, queue, top, worker
 from harel_sa.cli.common import FAILED, INTERRUPTED, SCHEMA, USAGE, CliError
 from harel_sa.errors import (
     HarelSAError,
@@ -36,20 +37,35 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    top = _Parser(
+    parser = _Parser(
         prog="harel-sa",
         description="A durable one-host message queue on SQLite: run the demo, migrate, "
         "inspect and operate a queue. Exit codes: 0 ok, 1 failed or declined, 2 bad usage "
         "or input, 3 schema not at head (run `harel-sa db upgrade`).",
     )
-    top.add_argument(
-        "--debug", action="store_true", help="show the traceback of an unexpected error"
-    )
-    commands = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--version", action="version", version=f"harel-sa {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo.register(commands)
     db.register(commands)
     queue.register(commands)
-    return top
+    worker.register(commands)
+    top.register(commands)
+    _everywhere(parser, top_level=True)
+    return parser
+
+
+def _everywhere(parser: argparse.ArgumentParser, *, top_level: bool = False) -> None:
+    """``--debug`` before or after any subcommand (a subcommand's copy does not reset it)."""
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=False if top_level else argparse.SUPPRESS,
+        help="show the traceback of an unexpected error",
+    )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _everywhere(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -189,12 +189,6 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-def shorten(text: str, width: int) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
 def ago(epoch: float | None, now: float | None = None) -> str:
     """``12.3s ago`` / ``in 4.0s`` relative to now; ``-`` for ``None``."""
     if epoch is None:

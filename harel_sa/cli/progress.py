@@ -6,6 +6,8 @@ import sys
 import time
 from typing import TextIO
 
+_RATE_AFTER = 0.1  # seconds
+
 
 class ProgressBar:
     """``label [#####-----] done/total pct rate/s`` redrawn in place at most every ``every``
@@ -40,10 +42,12 @@ class ProgressBar:
         self._drawn = now
         fraction = min(1.0, done / self.total)
         filled = int(fraction * self.width)
-        rate = done / max(now - self._start, 1e-9)
+        elapsed = now - self._start
+        # No rate before a tenth of a second has passed: the first frame would divide by ~0.
+        rate = f"{done / elapsed:7.0f}/s" if elapsed >= _RATE_AFTER else "      -/s"
         line = (
             f"{self.label} [{'#' * filled}{'-' * (self.width - filled)}] "
-            f"{done}/{self.total} {fraction:4.0%} {rate:7.0f}/s {note}"
+            f"{done}/{self.total} {fraction:4.0%} {rate} {note}"
         ).rstrip()
         self.stream.write("\r" + line.ljust(self._line))
         self.stream.flush()

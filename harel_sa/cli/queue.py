@@ -14,24 +14,35 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from typing import Any
 
-from harel_sa import SqliteTransport, Stats
+from harel_sa import DeadMessage, QueuedMessage, SqliteTransport, Stats
 from harel_sa.cli.common import (
     FAILED,
     OK,
+    CliError,
     Commands,
     add_db_options,
     add_json_option,
     ago,
     confirm,
     emit,
-    shorten,
     table,
     target,
 )
+from harel_sa.cli.format import (
+    age,
+    data_of,
+    event_json,
+    kind_of,
+    one_line,
+    plural,
+    shorten,
+    utc_time,
+)
 
-_EVENT_WIDTH = 60
+_DATA_WIDTH = 40
+_ERROR_WIDTH = 60
 _COUNT_LIMIT = 10_000
 
 
@@ -141,21 +152,22 @@ def _opened(args: argparse.Namespace, *, read_only: bool = False) -> Iterator[Sq
 def cmd_stats(args: argparse.Namespace) -> int:
     with _opened(args, read_only=True) as q:
         stats = q.stats()
-    emit(args, stats.model_dump(mode="json"), _stats_text(stats))
+    emit(args, {**stats.model_dump(mode="json"), "now": utc_time(stats.now)}, _stats_text(stats))
     return OK
 
 
 def _stats_text(s: Stats) -> str:
-    age = "-" if s.oldest_age is None else f"{s.oldest_age:.1f}s"
     head = table(
         ["", ""],
         [
             ("messages", s.messages),
-            ("groups", s.groups),
+            ("ready", s.ready),
             ("in flight", s.in_flight),
             ("parked", s.parked),
             ("dead", s.dead),
-            ("oldest age", age),
+            ("groups", s.groups),
+            ("oldest age", age(s.oldest_age)),
+            ("oldest ready", age(s.oldest_ready_age)),
         ],
     ).split("\n", 1)[1]
     priorities = table(
@@ -174,7 +186,6 @@ def _stats_text(s: Stats) -> str:
 def cmd_peek(args: argparse.Namespace) -> int:
     with _opened(args, read_only=True) as q:
         messages = q.peek(args.group, args.limit)
-    width = None if args.full else _EVENT_WIDTH
     rows = [
         (
             m.seq,
@@ -183,13 +194,26 @@ def cmd_peek(args: argparse.Namespace) -> int:
             m.deliveries,
             ago(m.lock_expiry) if m.state != "ready" else "-",
             (m.locked_by or "-").split("#", 1)[0] if m.state == "leased" else "-",
-            m.event if width is None else shorten(m.event, width),
+            kind_of(m.event),
+            one_line(m.event) if args.full else shorten(data_of(m.event), _DATA_WIDTH),
         )
         for m in messages
     ]
-    text = table(["seq", "group", "state", "deliveries", "until", "worker", "event"], rows)
-    emit(args, [m.model_dump(mode="json") for m in messages], text if rows else "(no messages)")
+    last = "event" if args.full else "data"
+    text = table(["seq", "group", "state", "deliveries", "until", "worker", "kind", last], rows)
+    emit(args, [_queued_json(m) for m in messages], text if rows else "(no messages)")
     return OK
+
+
+def _queued_json(m: QueuedMessage) -> dict[str, Any]:
+    data = m.model_dump(mode="json")
+    expiry = None if m.lock_expiry is None else utc_time(m.lock_expiry, millis=True)
+    return {**data, **event_json(m.event), "lock_expiry": expiry}
+
+
+def _dead_json(d: DeadMessage) -> dict[str, Any]:
+    data = d.model_dump(mode="json")
+    return {**data, **event_json(d.event), "dead_at": utc_time(d.dead_at, millis=True)}
 
 
 def cmd_release(args: argparse.Namespace) -> int:
@@ -222,41 +246,68 @@ def _declined(args: argparse.Namespace, key: str) -> int:
     return FAILED
 
 
-def _when(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch).isoformat(sep=" ", timespec="seconds")
-
-
 def cmd_dead_list(args: argparse.Namespace) -> int:
     with _opened(args, read_only=True) as q:
         dead = q.dead(args.group, args.seq, args.limit)
-    width = None if args.full else _EVENT_WIDTH
-    rows = [
-        (
-            d.seq,
-            d.group_id,
-            d.deliveries,
-            d.priority,
-            d.routing_key,
-            _when(d.dead_at),
-            d.error if width is None else shorten(d.error, width),
-        )
-        for d in dead
-    ]
-    headers = ["seq", "group", "deliveries", "priority", "routing key", "dead at", "error"]
-    text = table(headers, rows) if rows else "(no dead messages)"
-    emit(args, [d.model_dump(mode="json") for d in dead], text)
+    if args.full:
+        text = "\n\n".join(_dead_block(d) for d in dead)
+    else:
+        rows = [
+            (
+                d.seq,
+                d.group_id,
+                d.deliveries,
+                d.priority,
+                d.routing_key,
+                utc_time(d.dead_at),
+                kind_of(d.event),
+                shorten(d.error, _ERROR_WIDTH),
+            )
+            for d in dead
+        ]
+        headers = ["seq", "group", "deliveries", "priority", "routing key", "dead at", "kind"]
+        text = table([*headers, "error"], rows)
+    emit(args, [_dead_json(d) for d in dead], text if dead else "(no dead messages)")
     return OK
+
+
+def _dead_block(d: DeadMessage) -> str:
+    """A dead message whole: its error and its event, each line of them indented."""
+    head = (
+        f"seq {d.seq}  group {d.group_id}  deliveries {d.deliveries}  priority {d.priority}  "
+        f"routing key {d.routing_key or '(none)'}  dead at {utc_time(d.dead_at)}"
+    )
+    error = d.error.strip().replace("\n", "\n         ")
+    return f"{head}\n  error: {error}\n  event: {d.event}"
+
+
+def _missing_seqs(q: SqliteTransport, args: argparse.Namespace) -> None:
+    """An explicit ``--seq`` must name dead messages (of ``--group``, if given): else exit 1,
+    having changed nothing."""
+    if not args.seq:
+        return
+    found = {d.seq for d in q.dead(args.group, args.seq, len(set(args.seq)))}
+    missing = sorted(set(args.seq) - found)
+    if missing:
+        where = f" in group {args.group}" if args.group else ""
+        seqs = ", ".join(map(str, missing))
+        raise CliError(
+            f"no dead message with seq {seqs}{where}: nothing changed (see harel-sa dead list)",
+            code=FAILED,
+        )
 
 
 def cmd_dead_requeue(args: argparse.Namespace) -> int:
     with _opened(args) as q:
+        _missing_seqs(q, args)
         moved = q.requeue_dead(args.group, args.seq)
-    emit(args, {"requeued": moved}, f"requeued {moved} dead message(s)")
+    emit(args, {"requeued": moved}, f"requeued {plural(moved, 'dead message')}")
     return OK
 
 
 def cmd_dead_purge(args: argparse.Namespace) -> int:
     with _opened(args) as q:
+        _missing_seqs(q, args)
         chosen = q.dead(args.group, args.seq, _COUNT_LIMIT + 1)
         if not chosen:
             emit(args, {"purged": 0}, "no dead messages match: nothing to purge")

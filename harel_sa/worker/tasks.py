@@ -1,8 +1,10 @@
-"""``AsyncWorker``: the policy of :mod:`harel_sa.worker.policy`, driven by asyncio tasks.
+"""``AsyncWorker``: the programs of :mod:`harel_sa.worker.programs`, driven by asyncio tasks.
 
-Each handler slot and the heartbeat is a task on the running loop performing its program's
-steps with awaited calls on an :class:`~harel_sa.AsyncSqliteTransport`; ``run`` watches the
-slots, the grace and the signals.
+Each handler slot is a task on the running loop performing its program's steps with awaited
+calls on an :class:`~harel_sa.AsyncSqliteTransport`; ``run`` performs the supervisor's steps
+and handles the signals through the loop. The heartbeat is a thread with a sync twin of the
+transport (:mod:`~harel_sa.worker.heartbeat`), so a handler that blocks the loop does not stop
+it from keeping the leases alive.
 """
 
 from __future__ import annotations
@@ -11,39 +13,33 @@ import asyncio
 import signal
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Generic, Unpack
+from typing import Any, Generic, Unpack
 
 from harel_sa.aio import AsyncSqliteTransport
-from harel_sa.errors import HarelSAError
+from harel_sa.errors import InvalidArgumentError
 from harel_sa.events import E, Lease
-from harel_sa.worker.policy import (
-    POLL,
-    SIGNALS,
-    Ack,
-    AckAndClaim,
-    Claim,
-    Handle,
-    Nack,
-    Program,
-    RunState,
-    Sleep,
-    Step,
-    WorkerKwargs,
-    WorkerStats,
-    checked,
-    heartbeat_program,
-    on_main_thread,
-    options_from,
-    slot_program,
-)
+from harel_sa.transport import SqliteTransport
+from harel_sa.worker import programs
+from harel_sa.worker.heartbeat import Heartbeat, LoopProbe
+from harel_sa.worker.options import WorkerKwargs, checked, options_from
+from harel_sa.worker.run import Run, WorkerStats
+from harel_sa.worker.steps import Program
+from harel_sa.worker.threads import SIGNALS, on_main_thread
 
 
 class AsyncWorker(Generic[E]):
-    """The async twin of :class:`Worker`: ``await handler(lease)`` on an
+    """The async twin of :class:`~harel_sa.Worker`: ``await handler(lease)`` on an
     :class:`~harel_sa.AsyncSqliteTransport`, ``concurrency`` handler tasks on the running
-    loop, the same policy. When the grace runs out, the handler tasks still running are
-    cancelled and their leases released with ``nack(0)``. A handler that blocks the loop
-    blocks the heartbeat too: keep blocking work in threads (``asyncio.to_thread``).
+    loop, the same programs. When the grace runs out, the handler tasks still running are
+    cancelled and their leases released with ``nack(0)``.
+
+    The heartbeat runs in a thread of its own with a sync twin of the transport
+    (:meth:`~harel_sa.AsyncSqliteTransport.sync_twin`): a handler that blocks the loop (a
+    ``time.sleep``, blocking I/O) does not let the leases lapse, and the heartbeat warns
+    that the loop is blocked. Blocking still stalls every other handler of the worker: keep
+    blocking work in threads (``asyncio.to_thread``). A private ``:memory:`` queue has no twin;
+    its heartbeat extends through the loop, so there a blocked loop does lose leases (and is
+    warned of the same way).
     """
 
     def __init__(
@@ -54,109 +50,123 @@ class AsyncWorker(Generic[E]):
     ) -> None:
         self.transport, self.handler = checked(transport, AsyncSqliteTransport, handler)
         self.options, self.handle_signals = options_from(kwargs)
-        self._state: RunState | None = None
+        self._run: Run | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._slots: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._finished = asyncio.Event()
 
     async def run(
         self, *, max_messages: int | None = None, until_empty: bool = False
     ) -> WorkerStats:
-        """As :meth:`Worker.run`, on the running event loop."""
-        state = RunState(self.options, max_messages, until_empty)
+        """As :meth:`Worker.run <harel_sa.Worker.run>`, on the running event loop. A
+        cancelled ``run()`` releases what it holds at once, then raises ``CancelledError``."""
+        run = Run(self.options, max_messages, until_empty)
         self._loop = loop = asyncio.get_running_loop()
         self._wake, self._finished = asyncio.Event(), asyncio.Event()
-        state.on_stop = self._wake.set
-        self._state = state
+        run.on_stop = self._wake.set
+        self._run = run
+        twin = self._twin()
+        beat = self._heartbeat(run, loop, twin)
+        run.started(self.transport.database, self.transport.prefix, "asyncio tasks")
         try:
-            with _loop_signals(self.handle_signals, loop, state):
-                await self._run(state)
+            with _loop_signals(self.handle_signals, loop, run):
+                self._slots = [
+                    asyncio.create_task(self._drive_slot(run))
+                    for _ in range(self.options.concurrency)
+                ]
+                beat.start()
+                await self._drive(programs.supervise(run))
         finally:
-            self._state = None
-        return state.stats()
+            self._finished.set()
+            beat.stop()
+            await asyncio.to_thread(beat.join)
+            if twin is not None:
+                twin.close()
+            self._run = None
+        if run.fatal is not None:
+            raise run.fatal
+        return run.stats()
 
     def stop(self) -> None:
-        """As :meth:`Worker.stop`; safe from any thread (it hops onto the worker's loop)."""
-        state, loop = self._state, self._loop
-        if state is None or loop is None:
+        """As :meth:`Worker.stop <harel_sa.Worker.stop>`; safe from any thread (it hops onto
+        the worker's loop)."""
+        run, loop = self._run, self._loop
+        if run is None or loop is None:
             return
         with suppress(RuntimeError):  # the loop is closed: the run is over
-            loop.call_soon_threadsafe(state.request_stop)
+            loop.call_soon_threadsafe(run.request_stop)
 
-    async def _run(self, state: RunState) -> None:
-        slots = [
-            asyncio.create_task(self._drive(state, slot_program(state)))
-            for _ in range(self.options.concurrency)
-        ]
-        beat = asyncio.create_task(self._drive(state, heartbeat_program(state)))
+    def _twin(self) -> SqliteTransport[Any] | None:
         try:
-            while (alive := {t for t in slots if not t.done()}) and state.grace_left() != 0:
-                await asyncio.wait(alive, timeout=POLL)
-            while (alive := {t for t in slots if not t.done()}) and not state.may_abandon(
-                len(alive)
-            ):
-                await asyncio.wait(alive, timeout=POLL / 5)
-        finally:
-            for task in slots:
-                task.cancel()
-            await asyncio.gather(*slots, return_exceptions=True)
-            for lease in state.release_all():
-                state.released(await self._call(state, Nack(lease, 0.0)) is True)
-            state.done = True
-            self._finished.set()
-            await beat
+            return self.transport.sync_twin()
+        except InvalidArgumentError:  # a private :memory: queue
+            return None
 
-    async def _drive(self, state: RunState, program: Program) -> None:
-        """Perform ``program``'s steps on this task until it ends (or is cancelled)."""
-        result: object = None
+    def _heartbeat(
+        self, run: Run, loop: asyncio.AbstractEventLoop, twin: SqliteTransport[Any] | None
+    ) -> Heartbeat:
+        visibility = self.options.visibility
+        if twin is not None:
+            return Heartbeat(run, lambda lease: twin.extend(lease, visibility), LoopProbe(loop))
+
+        def through_loop(lease: Lease[Any]) -> bool:
+            done = asyncio.run_coroutine_threadsafe(self.transport.extend(lease, visibility), loop)
+            return done.result()
+
+        return Heartbeat(run, through_loop, LoopProbe(loop), through_loop=True)
+
+    # -- what the steps ask of the driver --------------------------------------------------
+    async def wait(self, seconds: float, wake_on_stop: bool) -> None:
+        event = self._wake if wake_on_stop else self._finished
+        with suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), seconds)
+
+    async def wait_slots(self, seconds: float) -> int:
+        alive = [t for t in self._slots if not t.done()]
+        if alive:
+            await asyncio.wait(alive, timeout=seconds)
+        return sum(not t.done() for t in self._slots)
+
+    async def abandon(self) -> None:
+        """Cancel the slot tasks still running, and wait for them to end."""
+        for task in self._slots:
+            task.cancel()
+        await asyncio.gather(*self._slots, return_exceptions=True)
+
+    # -- the driving -----------------------------------------------------------------------
+    async def _drive_slot(self, run: Run) -> None:
         try:
-            while True:
-                result = await self._call(state, program.send(result))
-        except StopIteration:
-            pass
+            await self._drive(programs.slot(run))
         except asyncio.CancelledError:
             raise
-        except BaseException as exc:
-            state.crashed(exc)
+        except BaseException as error:
+            run.crashed(error)
 
-    async def _call(self, state: RunState, step: Step) -> object:
-        if isinstance(step, Sleep):
-            event = self._wake if step.wake_on_stop else self._finished
-            with suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), step.seconds)
-            return None
-        if isinstance(step, Handle):
+    async def _drive(self, program: Program) -> None:
+        """As :meth:`Worker._drive <harel_sa.Worker._drive>`, awaiting each step."""
+        step = next(program, None)
+        while step is not None:
             try:
-                await self.handler(step.lease)
-            except Exception as exc:
-                return exc
-            return None
-        t, args = self.transport, self.options.claim_args()
-        try:
-            if isinstance(step, Claim):
-                return await t.claim(**args)
-            if isinstance(step, AckAndClaim):
-                return await t.ack_and_claim(step.lease, **args)
-            if isinstance(step, Ack):
-                return await t.ack(step.lease)
-            if isinstance(step, Nack):
-                return await t.nack(step.lease, step.delay)
-            return await t.extend(step.lease, self.options.visibility)
-        except HarelSAError as exc:
-            return state.transport_failed(step, exc)
+                await step.aio(self)
+            except BaseException as error:
+                try:
+                    step = program.throw(error)
+                except StopIteration:
+                    return
+            else:
+                step = next(program, None)
 
 
 @contextmanager
-def _loop_signals(
-    enabled: bool, loop: asyncio.AbstractEventLoop, state: RunState
-) -> Iterator[None]:
-    """As :func:`_sync_signals`, through the loop's own signal handling."""
+def _loop_signals(enabled: bool, loop: asyncio.AbstractEventLoop, run: Run) -> Iterator[None]:
+    """SIGTERM/SIGINT request a stop through the loop's own signal handling."""
     if not on_main_thread(enabled):
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
     for sig in SIGNALS:
-        loop.add_signal_handler(sig, state.request_stop)
+        loop.add_signal_handler(sig, run.request_stop, f"{sig.name} received")
     try:
         yield
     finally:

@@ -1,8 +1,8 @@
-"""``Worker``: the policy of :mod:`harel_sa.worker.policy`, driven by threads.
+"""``Worker``: the programs of :mod:`harel_sa.worker.programs`, driven by threads.
 
-Each handler slot and the heartbeat is a daemon thread performing its program's steps with
-blocking calls on a :class:`~harel_sa.SqliteTransport` (which serializes them); the calling
-thread watches the slots, the grace and the signals.
+Each handler slot is a daemon thread performing its program's steps with blocking calls on a
+:class:`~harel_sa.SqliteTransport` (which serializes them); the heartbeat is a thread of its
+own; the calling thread performs the supervisor's steps and handles the signals.
 """
 
 from __future__ import annotations
@@ -13,38 +13,28 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Generic, Unpack
 
-from harel_sa.errors import HarelSAError
 from harel_sa.events import E, Lease
 from harel_sa.transport import SqliteTransport
-from harel_sa.worker.policy import (
-    POLL,
-    SIGNALS,
-    Ack,
-    AckAndClaim,
-    Claim,
-    Handle,
-    Nack,
-    Program,
-    RunState,
-    Sleep,
-    Step,
-    WorkerKwargs,
-    WorkerStats,
-    checked,
-    heartbeat_program,
-    on_main_thread,
-    options_from,
-    slot_program,
-)
+from harel_sa.worker import programs
+from harel_sa.worker.heartbeat import Heartbeat
+from harel_sa.worker.options import WorkerKwargs, checked, options_from
+from harel_sa.worker.run import Run, WorkerStats
+from harel_sa.worker.steps import Program
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)  # each asks the run to stop
 
 
 class Worker(Generic[E]):
     """Runs ``handler(lease)`` on the messages of a :class:`~harel_sa.SqliteTransport`.
 
-    ``handler`` returns to have the message acked, or raises to have it nacked with
-    ``backoff.delay(lease.deliveries)``. ``concurrency`` handlers run at once, on threads (the
-    transport serializes its calls). The transport stays the caller's: the worker never
-    closes it. One :meth:`run` at a time. Options: :class:`WorkerKwargs`.
+    ``handler`` returns to have the message acked; raises :class:`~harel_sa.Retry` or
+    :class:`~harel_sa.DeadLetter` to have it retried after a delay of its choosing or
+    dead-lettered now; raises anything else to have it retried after
+    ``backoff.delay(lease.deliveries)`` (dead-lettered at delivery ``max_deliveries``). A
+    handler may also ack, nack or dead-letter its lease itself; the worker counts what it did.
+    ``concurrency`` handlers run at once, on threads (the transport serializes its calls). The
+    transport stays the caller's: the worker never closes it. One :meth:`run` at a time.
+    Options: :class:`~harel_sa.worker.WorkerKwargs`.
     """
 
     def __init__(
@@ -55,7 +45,8 @@ class Worker(Generic[E]):
     ) -> None:
         self.transport, self.handler = checked(transport, SqliteTransport, handler)
         self.options, self.handle_signals = options_from(kwargs)
-        self._state: RunState | None = None
+        self._run: Run | None = None
+        self._slots: list[threading.Thread] = []
         self._wake = threading.Event()
         self._finished = threading.Event()
 
@@ -67,92 +58,96 @@ class Worker(Generic[E]):
         deliverable). On stop, handlers in flight get ``grace`` seconds; what is still held
         then is released with ``nack(0)`` and its handler thread (a daemon) is abandoned: its
         ack will return ``False``. Signals are handled only when called on the main thread.
+        A handler's ``KeyboardInterrupt`` or ``SystemExit`` stops the run the same way (its own
+        lease released at once) and is raised again from here once the run is over.
         """
-        state = RunState(self.options, max_messages, until_empty)
+        run = Run(self.options, max_messages, until_empty)
         self._wake, self._finished = threading.Event(), threading.Event()
-        state.on_stop = self._wake.set
-        self._state = state
+        run.on_stop = self._wake.set
+        self._run = run
+        beat = Heartbeat(run, lambda lease: self.transport.extend(lease, self.options.visibility))
+        run.started(self.transport.database, self.transport.prefix, "threads")
         try:
-            with _sync_signals(self.handle_signals, state):
-                self._run(state)
+            with _signals(self.handle_signals, run):
+                self._slots = [self._start(run) for _ in range(self.options.concurrency)]
+                beat.start()
+                self._drive(programs.supervise(run))
         finally:
-            self._state = None
-        return state.stats()
+            self._finished.set()
+            beat.stop()
+            beat.join()
+            self._run = None
+        if run.fatal is not None:
+            raise run.fatal
+        return run.stats()
 
     def stop(self) -> None:
         """Stop the run in progress (safe from any thread and from a signal handler); a second
         call ends the grace at once. Does nothing when no run is in progress."""
-        state = self._state
-        if state is not None:
-            state.request_stop()
+        run = self._run
+        if run is not None:
+            run.request_stop()
 
-    def _run(self, state: RunState) -> None:
-        slots = [self._start(state, slot_program(state)) for _ in range(self.options.concurrency)]
-        beat = self._start(state, heartbeat_program(state))
-        try:
-            while (alive := [t for t in slots if t.is_alive()]) and state.grace_left() != 0:
-                alive[0].join(POLL)
-            while (alive := [t for t in slots if t.is_alive()]) and not state.may_abandon(
-                len(alive)
-            ):
-                alive[0].join(POLL / 5)
-        finally:
-            for lease in state.release_all():
-                state.released(self._call(state, Nack(lease, 0.0)) is True)
-            state.done = True
-            self._finished.set()
-            beat.join()
+    # -- what the steps ask of the driver --------------------------------------------------
+    def wait(self, seconds: float, wake_on_stop: bool) -> None:
+        (self._wake if wake_on_stop else self._finished).wait(seconds)
 
-    def _start(self, state: RunState, program: Program) -> threading.Thread:
-        thread = threading.Thread(target=self._drive, args=(state, program), daemon=True)
+    def wait_slots(self, seconds: float) -> int:
+        alive = [t for t in self._slots if t.is_alive()]
+        if alive:
+            alive[0].join(seconds)
+        return sum(t.is_alive() for t in self._slots)
+
+    def abandon(self) -> None:
+        """Slot threads still running are daemons: they end with the process."""
+
+    # -- the driving -----------------------------------------------------------------------
+    def _start(self, run: Run) -> threading.Thread:
+        def slot() -> None:
+            try:
+                self._drive(programs.slot(run))
+            except BaseException as error:
+                run.crashed(error)
+
+        thread = threading.Thread(target=slot, name="harel_sa-slot", daemon=True)
         thread.start()
         return thread
 
-    def _drive(self, state: RunState, program: Program) -> None:
-        """Perform ``program``'s steps on this thread until it ends."""
-        result: object = None
-        try:
-            while True:
-                result = self._call(state, program.send(result))
-        except StopIteration:
-            pass
-        except BaseException as exc:
-            state.crashed(exc)
-
-    def _call(self, state: RunState, step: Step) -> object:
-        if isinstance(step, Sleep):
-            (self._wake if step.wake_on_stop else self._finished).wait(step.seconds)
-            return None
-        if isinstance(step, Handle):
+    def _drive(self, program: Program) -> None:
+        """Perform ``program``'s steps on this thread until it ends; an exception raised while
+        performing one goes into the program, which may handle it."""
+        step = next(program, None)
+        while step is not None:
             try:
-                self.handler(step.lease)
-            except Exception as exc:
-                return exc
-            return None
-        t, args = self.transport, self.options.claim_args()
-        try:
-            if isinstance(step, Claim):
-                return t.claim(**args)
-            if isinstance(step, AckAndClaim):
-                return t.ack_and_claim(step.lease, **args)
-            if isinstance(step, Ack):
-                return t.ack(step.lease)
-            if isinstance(step, Nack):
-                return t.nack(step.lease, step.delay)
-            return t.extend(step.lease, self.options.visibility)
-        except HarelSAError as exc:
-            return state.transport_failed(step, exc)
+                step.sync(self)
+            except BaseException as error:
+                try:
+                    step = program.throw(error)
+                except StopIteration:
+                    return
+            else:
+                step = next(program, None)
 
 
 @contextmanager
-def _sync_signals(enabled: bool, state: RunState) -> Iterator[None]:
+def _signals(enabled: bool, run: Run) -> Iterator[None]:
     """SIGTERM/SIGINT request a stop while the run lasts; the prior handlers come back."""
     if not on_main_thread(enabled):
         yield
         return
-    previous = {sig: signal.signal(sig, lambda *_: state.request_stop()) for sig in SIGNALS}
+    previous = {
+        sig: signal.signal(
+            sig, lambda signum, _: run.request_stop(f"{signal.Signals(signum).name} received")
+        )
+        for sig in SIGNALS
+    }
     try:
         yield
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def on_main_thread(enabled: bool) -> bool:
+    """Whether a run should handle signals: asked to, and able to (main thread only)."""
+    return enabled and threading.current_thread() is threading.main_thread()

@@ -38,6 +38,7 @@ class Behaviour:
     fail_first: int = 0  # raise on this many first calls
     gate: threading.Event | None = None  # wait for it before returning
     rendezvous: int = 0  # wait until this many handlers run at once (0: don't)
+    does: Callable[[Lease[Event]], object] | None = None  # what else it does (after waiting)
     calls: list[Lease[Event]] = field(default_factory=list)
     running: int = 0
     most_running: int = 0
@@ -70,6 +71,8 @@ class Behaviour:
         while self.waiting() and time.monotonic() < deadline:
             time.sleep(0.005)
         self.leave(fail or self.waiting())
+        if self.does is not None:
+            self.does(lease)
 
     async def async_handler(self, lease: Lease[Event]) -> None:
         fail = self.enter(lease)
@@ -77,6 +80,10 @@ class Behaviour:
         while self.waiting() and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
         self.leave(fail or self.waiting())
+        if self.does is not None:
+            done = self.does(lease)
+            if asyncio.iscoroutine(done):
+                await done
 
 
 class Running:
@@ -90,6 +97,7 @@ class Running:
         self, kind: str, db: str, behaviour: Behaviour, run: dict[str, Any], **options: Any
     ):
         self.kind = kind
+        self.transport: SqliteTransport[Event] | AsyncSqliteTransport[Event] | None = None
         self.result: WorkerStats | None = None
         self.error: BaseException | None = None
         self._worker: Worker[Event] | AsyncWorker[Event] | None = None
@@ -108,6 +116,7 @@ class Running:
     def _sync(self, db: str, behaviour: Behaviour, run: dict[str, Any], options: Any) -> None:
         try:
             with SqliteTransport(db, **self._open) as transport:
+                self.transport = transport
                 worker = Worker(transport, behaviour.sync_handler, **options)
                 self._worker = worker
                 self._ready.set()
@@ -120,6 +129,7 @@ class Running:
     def _async(self, db: str, behaviour: Behaviour, run: dict[str, Any], options: Any) -> None:
         async def main() -> None:
             transport = await AsyncSqliteTransport.create(db, **self._open)
+            self.transport = transport
             try:
                 worker = AsyncWorker(transport, behaviour.async_handler, **options)
                 self._worker = worker

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import sqlite3
 import threading
 import time
@@ -9,10 +11,10 @@ from collections.abc import Callable
 
 import pytest
 
-from harel_sa import Event, SqliteTransport
-from harel_sa.worker import Backoff
+from harel_sa import AsyncSqliteTransport, AsyncWorker, Event, Lease, SqliteTransport
+from harel_sa.worker import Backoff, WorkerStats
 from tests.conftest import FakeClock
-from tests.worker.conftest import Behaviour, Running, wait_until
+from tests.worker.conftest import HANG, Behaviour, Running, wait_until
 
 Start = Callable[..., Running]
 
@@ -208,3 +210,101 @@ def test_a_heartbeat_that_finds_the_write_lock_busy_does_not_lose_the_lease(
     gate.set()
     stats = running.join()
     assert (stats.succeeded, stats.lost) == (1, 0)
+
+
+def test_a_busy_claim_gives_back_the_max_messages_reservation(
+    start: Start, db: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    publish(db, "g")
+    lock = WriteLock(db)
+    try:
+        running = start(
+            Behaviour(), run={"max_messages": 1}, busy_timeout=0.05, create_schema=False
+        )
+        wait_until(lambda: "Claim: database is locked" in caplog.text, "a busy claim")
+    finally:
+        lock.release()
+    stats = running.join()
+    assert (stats.claimed, stats.succeeded) == (1, 1)  # the one claim allowed still happened
+
+
+def test_a_worker_stopped_while_retrying_a_busy_ack_and_claim_does_not_claim_again(
+    start: Start, db: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="harel_sa")
+    publish(db, "a", "b")
+    gate = threading.Event()
+    behaviour = Behaviour(gate=gate)
+    running = start(behaviour, busy_timeout=0.05)
+    wait_until(behaviour.started.is_set, "the handler to start")
+    lock = WriteLock(db)
+    try:
+        gate.set()
+        wait_until(lambda: "AckAndClaim: database is locked" in caplog.text, "a busy fused ack")
+        running.stop()
+        wait_until(lambda: "stopping" in caplog.text, "the stop")
+    finally:
+        lock.release()
+    stats = running.join()
+    assert (stats.claimed, stats.succeeded, stats.lost) == (1, 1, 0)
+    with SqliteTransport(db) as q:
+        [left] = q.peek()
+        assert (left.state, left.deliveries) == ("ready", 0)  # never claimed
+
+
+def test_an_async_handler_that_blocks_the_loop_keeps_its_lease_and_is_warned_about(
+    db: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    publish(db, "g")
+    calls: list[Lease[Event]] = []
+    blocking = threading.Event()
+    stolen: list[Lease[Event]] = []
+
+    def thief() -> None:  # another worker, claiming all the while the loop is blocked
+        with SqliteTransport(db) as other:
+            blocking.wait(HANG)
+            while blocking.is_set():
+                if (taken := other.claim("thief", 30.0)) is not None:
+                    stolen.append(taken)
+                time.sleep(0.05)
+
+    async def handler(lease: Lease[Event]) -> None:
+        calls.append(lease)
+        blocking.set()
+        time.sleep(2.0)  # blocks the loop for 10 heartbeats, over 3 visibilities
+        blocking.clear()
+
+    async def main() -> WorkerStats:
+        transport = await AsyncSqliteTransport.create(db)
+        try:
+            worker = AsyncWorker(transport, handler, visibility=0.6, poll_interval=0.01)
+            return await worker.run(until_empty=True)
+        finally:
+            await transport.close()
+
+    other = threading.Thread(target=thief)
+    other.start()
+    stats = asyncio.run(main())
+    blocking.clear()
+    other.join(HANG)
+    assert stolen == []  # the lease never lapsed
+    assert (stats.succeeded, stats.lost, len(calls)) == (1, 0, 1)
+    assert "the event loop has not run for" in caplog.text
+    assert "the heartbeat thread keeps the leases alive" in caplog.text
+
+
+def test_an_async_worker_on_a_private_memory_queue_extends_through_the_loop() -> None:
+    calls: list[Lease[Event]] = []
+
+    async def slow(lease: Lease[Event]) -> None:
+        calls.append(lease)
+        await asyncio.sleep(1.0)  # over 3 visibilities, without blocking the loop
+
+    async def main() -> WorkerStats:
+        async with await AsyncSqliteTransport.create(":memory:") as transport:
+            await transport.publish("g", Event(kind="job"))
+            worker = AsyncWorker(transport, slow, visibility=0.3, poll_interval=0.01)
+            return await worker.run(until_empty=True)
+
+    stats = asyncio.run(main())
+    assert (stats.succeeded, stats.lost, len(calls)) == (1, 0, 1)

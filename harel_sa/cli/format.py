@@ -1,0 +1,80 @@
+"""How the commands print times, ages, counts and stored events (text and JSON alike).
+
+Times are UTC with a zone: ``2026-11-29T21:32:25Z`` in text and ISO-8601 in JSON; an event
+is shown by its ``kind`` (never cut) and its data, and in JSON as the object it is (not as a
+string of JSON inside JSON).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+
+def utc_time(epoch: float | None, *, millis: bool = False) -> str:
+    """``epoch`` as ISO-8601 in UTC, ``Z`` for the zone; ``-`` for ``None``."""
+    if epoch is None:
+        return "-"
+    moment = datetime.fromtimestamp(epoch, UTC)
+    text = moment.isoformat(timespec="milliseconds" if millis else "seconds")
+    return text.replace("+00:00", "Z")
+
+
+def age(seconds: float | None) -> str:
+    """A duration for people: ``12.3s``, ``4m05s``, ``2h03m``; ``-`` for ``None``."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def plural(n: int, word: str) -> str:
+    """``1 message``, ``2 messages``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: runs of white space, newlines included, become one space."""
+    return " ".join(text.split())
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    flat = one_line(text)
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def decoded(event: str) -> Any:
+    """A stored event as the JSON value it holds, or ``None`` when it is not JSON."""
+    try:
+        return json.loads(event)
+    except ValueError:
+        return None
+
+
+def kind_of(event: str) -> str:
+    """The event's ``kind``, whole; ``?`` when the stored text has none."""
+    value = decoded(event)
+    kind = value.get("kind") if isinstance(value, dict) else None
+    return kind if isinstance(kind, str) else "?"
+
+
+def data_of(event: str) -> str:
+    """The event's ``data`` as compact JSON, or the stored text when it is not an event."""
+    value = decoded(event)
+    if isinstance(value, dict) and "kind" in value:
+        return json.dumps(value.get("data", {}), separators=(",", ":"), sort_keys=True)
+    return event
+
+
+def event_json(event: str) -> dict[str, Any]:
+    """The JSON fields of a stored event: ``event`` as the object it is, or ``null`` with
+    ``event_text`` holding the stored text when it is not JSON."""
+    value = decoded(event)
+    return {"event": value} if value is not None else {"event": None, "event_text": event}

@@ -1,0 +1,39 @@
+"""How a worker learns that its handler settled its own lease (acked, nacked, dead-lettered).
+
+While a worker runs a handler it sets a watcher in a context variable (:func:`watching`); the
+transports :func:`report` every ``ack``, ``nack`` and ``dead_letter`` that took. The context
+is the handler's own thread (``Worker``) or task (``AsyncWorker``, and tasks the handler
+starts, which copy it), so nothing else is ever reported to that worker. Outside a handler
+the cost is one context-variable lookup per settle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Literal
+
+from harel_sa.events import Lease
+
+How = Literal["acked", "nacked", "dead_lettered"]
+Watcher = Callable[[Lease[Any], How, float], None]
+
+_watcher: ContextVar[Watcher | None] = ContextVar("harel_sa_settlements", default=None)
+
+
+def report(lease: Lease[Any], how: How, delay: float = 0.0) -> None:
+    """``lease`` was settled (``how``; ``delay`` of a nack) by a call that took."""
+    watcher = _watcher.get()
+    if watcher is not None:
+        watcher(lease, how, delay)
+
+
+@contextmanager
+def watching(watcher: Watcher) -> Iterator[None]:
+    """Report the settles made in this context (and in tasks started from it) to ``watcher``."""
+    token = _watcher.set(watcher)
+    try:
+        yield
+    finally:
+        _watcher.reset(token)

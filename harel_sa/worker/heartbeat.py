@@ -1,0 +1,120 @@
+"""The heartbeat: a thread of its own that extends every held lease each ``visibility / 3``.
+
+Both workers use it. ``Worker`` extends through its own transport (thread-safe);
+``AsyncWorker`` through a sync twin of its transport (``AsyncSqliteTransport.sync_twin``),
+so a handler that blocks the event loop does not starve the heartbeat, and the leases stay
+alive. Where no twin can be had (a private ``:memory:`` queue) it extends through the loop,
+and then a blocked loop does stop it. Either way, each beat checks the loop
+(:class:`LoopProbe`) and warns loudly when it has not run for a beat or longer.
+
+A beat that starts late (the process was starved, or an extend waited on the write lock)
+is logged as a warning: a lease lapses when its beats are late by a whole ``visibility``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from harel_sa.errors import HarelSAError
+from harel_sa.events import Lease
+from harel_sa.worker.run import Run
+
+log = logging.getLogger("harel_sa.worker")
+
+Extend = Callable[[Lease[Any]], bool]
+
+
+class LoopProbe:
+    """Tells, from another thread, how long an event loop has been unable to run a callback."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._sent: float | None = None  # when the unanswered ping was sent
+
+    def blocked_for(self) -> float:
+        """Seconds the last ping has waited for the loop (0: it answered); sends a new one."""
+        sent = self._sent
+        if sent is not None:
+            return time.monotonic() - sent
+        self._sent = time.monotonic()
+        try:
+            self.loop.call_soon_threadsafe(self._answer)
+        except RuntimeError:  # the loop is closed: the run is over
+            self._sent = None
+        return 0.0
+
+    def _answer(self) -> None:
+        self._sent = None
+
+
+class Heartbeat:
+    """Extends ``run``'s held leases with ``extend`` every ``heartbeat_period`` until
+    :meth:`stop`; ``probe``, if given, watches the event loop (``through_loop``: ``extend``
+    itself needs that loop)."""
+
+    def __init__(
+        self, run: Run, extend: Extend, probe: LoopProbe | None = None, through_loop: bool = False
+    ) -> None:
+        self.run, self.extend, self.probe = run, extend, probe
+        self.through_loop = through_loop  # extends wait for the loop (no sync twin)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="harel_sa-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to end (it does after the extend in progress, if any)."""
+        self._stopped.set()
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def _beat(self) -> None:
+        period = self.run.options.heartbeat_period
+        last = time.monotonic()  # when the previous beat started
+        try:
+            while not self._stopped.wait(max(0.0, last + period - time.monotonic())):
+                started = time.monotonic()
+                if started - last > period * 1.5:
+                    log.warning(
+                        "heartbeat ran %.1fs late (leases last %gs): the process is starved "
+                        "or the write lock was busy",
+                        started - last - period,
+                        self.run.options.visibility,
+                    )
+                last = started
+                self._check_loop(period)
+                self._extend_all()
+        except BaseException as error:
+            self.run.crashed(error)
+
+    def _check_loop(self, period: float) -> None:
+        if self.probe is None:
+            return
+        blocked = self.probe.blocked_for()
+        if blocked >= period:
+            log.warning(
+                "the event loop has not run for %.1fs: a handler is blocking it (run blocking "
+                "code with asyncio.to_thread); %s",
+                blocked,
+                "leases lapse if it lasts longer than the visibility"
+                if self.through_loop
+                else "the heartbeat thread keeps the leases alive",
+            )
+
+    def _extend_all(self) -> None:
+        for lease in self.run.held():
+            if self._stopped.is_set():
+                return
+            try:
+                ok = self.extend(lease)
+            except HarelSAError as error:  # a busy lock is not a lost lease: next beat retries
+                self.run.failed("Extend", error)
+                continue
+            self.run.extended(lease, ok)

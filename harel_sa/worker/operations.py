@@ -1,0 +1,99 @@
+"""The transport calls a worker makes, each a value that performs itself on either transport.
+
+An operation is decided once (by :class:`~harel_sa.worker.run.Run`) and performed by a driver:
+``op.on(transport)`` on a :class:`~harel_sa.SqliteTransport`, ``await op.on_async(transport)``
+on an :class:`~harel_sa.AsyncSqliteTransport`. Both forms make the same call; every result is
+a :class:`Done`. Only the public API of the transports is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from harel_sa.events import Lease
+
+if TYPE_CHECKING:
+    from harel_sa.aio import AsyncSqliteTransport
+    from harel_sa.transport import SqliteTransport
+    from harel_sa.worker.options import WorkerOptions
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """What a call returned: whether it took (``ok``) and the lease it claimed, if any."""
+
+    ok: bool
+    lease: Lease[Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Claim the next message with the worker's options."""
+
+    options: WorkerOptions
+    name = "Claim"
+
+    def on(self, t: SqliteTransport[Any]) -> Done:
+        return Done(True, t.claim(**self.options.claim_args()))
+
+    async def on_async(self, t: AsyncSqliteTransport[Any]) -> Done:
+        return Done(True, await t.claim(**self.options.claim_args()))
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Ack ``lease``; ``fused``: and claim the next message in the same transaction."""
+
+    lease: Lease[Any]
+    options: WorkerOptions
+    fused: bool
+
+    @property
+    def name(self) -> str:
+        return "AckAndClaim" if self.fused else "Ack"
+
+    def on(self, t: SqliteTransport[Any]) -> Done:
+        if self.fused:
+            return Done(*t.ack_and_claim(self.lease, **self.options.claim_args()))
+        return Done(t.ack(self.lease))
+
+    async def on_async(self, t: AsyncSqliteTransport[Any]) -> Done:
+        if self.fused:
+            return Done(*await t.ack_and_claim(self.lease, **self.options.claim_args()))
+        return Done(await t.ack(self.lease))
+
+
+@dataclass(frozen=True, slots=True)
+class Nack:
+    """Give ``lease`` back after ``delay`` seconds (``release``: at the end, ``nack(0)``)."""
+
+    lease: Lease[Any]
+    delay: float
+    release: bool = False
+    name = "Nack"
+
+    def on(self, t: SqliteTransport[Any]) -> Done:
+        return Done(t.nack(self.lease, self.delay))
+
+    async def on_async(self, t: AsyncSqliteTransport[Any]) -> Done:
+        return Done(await t.nack(self.lease, self.delay))
+
+
+@dataclass(frozen=True, slots=True)
+class Bury:
+    """Move ``lease``'s message to the dead table with ``reason``."""
+
+    lease: Lease[Any]
+    reason: str
+    name = "DeadLetter"
+
+    def on(self, t: SqliteTransport[Any]) -> Done:
+        return Done(t.dead_letter(self.lease, self.reason))
+
+    async def on_async(self, t: AsyncSqliteTransport[Any]) -> Done:
+        return Done(await t.dead_letter(self.lease, self.reason))
+
+
+#: What may follow a handler.
+Operation = Ack | Nack | Bury

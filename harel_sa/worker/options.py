@@ -1,0 +1,157 @@
+"""A worker's settings: :class:`WorkerOptions`, :class:`Backoff`, and the keyword options.
+
+Checked once, when the worker is built: a bad value raises :class:`~harel_sa.InvalidArgumentError`
+then, not at every claim.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypedDict, TypeVar
+
+from harel_sa import validate
+from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
+from harel_sa.worker.observe import Observer
+
+T = TypeVar("T")
+H = TypeVar("H")
+
+#: A worker's ``max_deliveries`` unless told otherwise: a message is handled at most this many
+#: times, then dead-lettered (with the default backoff, about 8.5 minutes of retries).
+DEFAULT_MAX_DELIVERIES = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """The delay before a failed message is retried, from how often it was delivered.
+
+    ``delay(deliveries) = min(cap, base * factor ** (deliveries - 1))``, then shortened by a
+    random fraction of at most ``jitter`` (so retries of many messages spread out and never
+    exceed ``cap``). ``jitter=0`` makes it exact.
+    """
+
+    base: float = 1.0
+    factor: float = 2.0
+    cap: float = 300.0
+    jitter: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not (self.base >= 0 and self.factor >= 1 and self.cap >= 0 and 0 <= self.jitter <= 1):
+            raise InvalidArgumentError(
+                "Backoff needs base >= 0, factor >= 1, cap >= 0 and 0 <= jitter <= 1"
+            )
+
+    def delay(self, deliveries: int, rand: Callable[[], float] = random.random) -> float:
+        """Seconds to park a message that failed on its ``deliveries``-th delivery."""
+        exponent = max(0, deliveries - 1)
+        try:
+            raw = self.base * self.factor**exponent
+        except OverflowError:
+            raw = self.cap
+        return min(self.cap, raw) * (1.0 - self.jitter * rand())
+
+
+def default_worker_id() -> str:
+    """``host:pid:random``: unique per worker, readable in ``peek``'s ``locked_by``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """A worker's settings, checked once (``InvalidArgumentError`` on a bad value).
+
+    ``max_deliveries`` defaults to :data:`DEFAULT_MAX_DELIVERIES`: a message that keeps failing
+    ends in the dead table, not in an endless backoff. ``None`` retries for ever.
+    """
+
+    worker_id: str = field(default_factory=default_worker_id)
+    visibility: float = 30.0
+    concurrency: int = 1
+    min_priority: int = 0
+    routing_keys: tuple[str, ...] | None = None
+    max_deliveries: int | None = DEFAULT_MAX_DELIVERIES
+    backoff: Backoff = field(default_factory=Backoff)
+    poll_interval: float = 0.1
+    grace: float = 10.0
+    observer: Observer = field(default_factory=Observer)
+
+    def __post_init__(self) -> None:
+        validate.text("worker_id", self.worker_id)
+        validate.seconds("visibility", self.visibility, allow_zero=False)
+        validate.count("concurrency", self.concurrency)
+        validate.priority("min_priority", self.min_priority)
+        validate.routing_keys(self.routing_keys)
+        if self.max_deliveries is not None:
+            validate.count("max_deliveries", self.max_deliveries)
+        if not isinstance(self.backoff, Backoff):
+            raise InvalidArgumentTypeError("backoff must be a Backoff")
+        validate.seconds("poll_interval", self.poll_interval, allow_zero=False)
+        validate.seconds("grace", self.grace, allow_zero=True)
+        if not isinstance(self.observer, Observer):
+            raise InvalidArgumentTypeError("observer must be a harel_sa.worker.Observer")
+
+    @property
+    def heartbeat_period(self) -> float:
+        """Held leases are extended this often: three chances before one lapses."""
+        return self.visibility / 3
+
+    def claim_args(self) -> dict[str, Any]:
+        """The keyword arguments of every claim (and ``ack_and_claim``) this worker sends."""
+        return {
+            "worker_id": self.worker_id,
+            "visibility": self.visibility,
+            "min_priority": self.min_priority,
+            "routing_keys": self.routing_keys,
+            "max_deliveries": self.max_deliveries,
+        }
+
+    def describe(self) -> str:
+        """The options as one line for the start-up log."""
+        keys = ",".join(self.routing_keys) if self.routing_keys else "any"
+        return (
+            f"concurrency={self.concurrency} visibility={self.visibility:g}s "
+            f"min_priority={self.min_priority} routing_keys={keys} "
+            f"max_deliveries={self.max_deliveries} grace={self.grace:g}s"
+        )
+
+
+class WorkerKwargs(TypedDict, total=False):
+    """The keyword options of :class:`~harel_sa.Worker` and :class:`~harel_sa.AsyncWorker`
+    (see :class:`WorkerOptions`), plus ``handle_signals`` (default ``True``)."""
+
+    worker_id: str
+    visibility: float
+    concurrency: int
+    min_priority: int
+    routing_keys: Iterable[str] | None
+    max_deliveries: int | None
+    backoff: Backoff
+    poll_interval: float
+    grace: float
+    observer: Observer
+    handle_signals: bool
+
+
+def options_from(kwargs: WorkerKwargs) -> tuple[WorkerOptions, bool]:
+    """The checked options and ``handle_signals`` of a worker's keyword arguments."""
+    given: dict[str, Any] = dict(kwargs)
+    handle_signals = bool(given.pop("handle_signals", True))
+    if given.get("routing_keys") is not None:
+        given["routing_keys"] = tuple(given["routing_keys"])
+    return WorkerOptions(**given), handle_signals
+
+
+def checked(transport: T, kind: type, handler: H) -> tuple[T, H]:
+    """The driver's ``transport`` (of ``kind``) and ``handler``, or ``InvalidArgumentTypeError``."""
+    if not isinstance(transport, kind):
+        raise InvalidArgumentTypeError(
+            f"transport must be a {kind.__name__}, not {type(transport).__name__}"
+        )
+    if not callable(handler):
+        raise InvalidArgumentTypeError(f"handler must be callable, not {type(handler).__name__}")
+    return transport, handler

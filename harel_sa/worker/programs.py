@@ -1,0 +1,103 @@
+"""The worker's programs, written once for both drivers: a slot and the supervisor.
+
+A program is a generator of :mod:`~harel_sa.worker.steps`; it asks
+:class:`~harel_sa.worker.run.Run` what follows each result and yields what to do next. It
+never touches the database, the handler or a thread: a driver performs its steps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from typing import Any
+
+from harel_sa.events import Lease
+from harel_sa.worker.operations import Claim, Done, Nack, Operation
+from harel_sa.worker.run import Run
+from harel_sa.worker.steps import Abandon, Call, Handle, Program, Step, Wait, WaitSlots
+
+POLL = 0.05  # how often the supervisor looks at the slots and the grace
+
+
+def slot(run: Run) -> Program:
+    """One handler slot: claim, handle, settle (an ack fused with the next claim); again,
+    until the budget, the queue (``until_empty``) or a stop ends it."""
+    lease = yield from claim(run)
+    while lease is not None:
+        op = yield from handle(run, lease)
+        following = None if op is None else (yield from settle(run, op))
+        lease = following if following is not None else (yield from claim(run))
+
+
+def claim(run: Run) -> Generator[Step, None, Lease[Any] | None]:
+    """The next lease, or ``None`` when the slot should end. A claim that finds nothing waits
+    ``poll_interval`` and tries again (unless ``until_empty``); so does one that fails."""
+    while run.reserve():
+        call = Call(Claim(run.options))
+        started = time.monotonic()
+        yield call
+        result = call.result
+        if isinstance(result, Done) and result.lease is not None:
+            run.claimed(result.lease, time.monotonic() - started)
+            return result.lease
+        if isinstance(result, Done):
+            pause = run.nothing_claimed()
+            if pause is None:
+                return None
+        else:
+            run.failed("Claim", result)
+            run.unreserve()
+            pause = run.options.poll_interval
+        yield Wait(pause, wake_on_stop=True)
+    return None
+
+
+def handle(run: Run, lease: Lease[Any]) -> Generator[Step, None, Operation | None]:
+    """Run the handler on ``lease``: what to do with the message next (``None``: nothing)."""
+    step = Handle(lease, run.settled_by_handler)
+    run.handling()
+    started = time.monotonic()
+    yield step
+    return run.plan(lease, step.outcome, time.monotonic() - started)
+
+
+def settle(run: Run, op: Operation) -> Generator[Step, None, Lease[Any] | None]:
+    """Perform ``op``; while the write lock stays busy, try again every ``poll_interval``.
+    The next lease when ``op`` was an ack fused with a claim that found one."""
+    while True:
+        call = Call(op)
+        started = time.monotonic()
+        yield call
+        result = call.result
+        if isinstance(result, Done):
+            return run.settled(op, result, time.monotonic() - started)
+        if not run.may_retry(op, result):
+            return None
+        yield Wait(run.options.poll_interval, wake_on_stop=False)
+        retry = run.again(op)
+        if retry is None:
+            return None
+        op = retry
+
+
+def supervise(run: Run) -> Program:
+    """Watch the slots until they end; once stopping, give them the grace, then up to
+    ``SETTLE`` seconds more for those between two quick calls; abandon the rest; release what
+    is still held (``nack(0)``); end the run. The same sequence when ``run()`` itself is
+    interrupted while waiting (``KeyboardInterrupt``, a cancelled task), without the grace."""
+    wait = WaitSlots(POLL)
+    try:
+        yield wait
+        while wait.alive and run.grace_left() != 0:
+            yield wait
+        wait.seconds = POLL / 5
+        while wait.alive and not run.may_abandon(wait.alive):
+            yield wait
+    except BaseException as error:  # re-raised by the driver once all is released
+        run.interrupted(error)
+    yield Abandon()
+    for lease in run.release_all():
+        call = Call(Nack(lease, 0.0, release=True))
+        yield call
+        run.released(lease, call.result)
+    run.finish()

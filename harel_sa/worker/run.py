@@ -1,0 +1,442 @@
+"""The state of one worker run, and every decision the run makes (shared by both drivers).
+
+:class:`Run` holds the budget (``max_messages``), the stop and the grace, the leases held, the
+counters, and the one exception that must leave ``run()`` (a handler's ``KeyboardInterrupt``
+or ``SystemExit``). Its methods decide what follows each event (a claim, a handler's outcome,
+a settle, a transport error), log it on ``harel_sa.worker`` and tell the
+:class:`~harel_sa.worker.Observer`. It never touches the database: the programs
+(:mod:`~harel_sa.worker.programs`) ask it, and the drivers perform what they yield.
+Thread-safe: the slots, the heartbeat thread and a signal handler call it at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from harel_sa.errors import BusyError, HarelSAError, InvalidArgumentError, TransportClosedError
+from harel_sa.events import Lease
+from harel_sa.settlements import How
+from harel_sa.worker.control import DeadLetter, Retry
+from harel_sa.worker.operations import Ack, Bury, Done, Nack, Operation
+from harel_sa.worker.options import WorkerOptions
+
+log = logging.getLogger("harel_sa.worker")
+
+SETTLE = 5.0  # after the grace, how long slots between two quick calls get to land them
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStats:
+    """What one ``run()`` did.
+
+    ``claimed``: leases received. ``succeeded``: handlers that returned and whose ack took (or
+    that acked their lease themselves). ``failed``: handlers that raised an error (the message
+    was retried after the backoff, or dead-lettered at its last delivery). ``retried``:
+    handlers that raised :class:`~harel_sa.Retry` (or nacked their lease themselves).
+    ``dead_lettered``: messages this run moved to the dead table (:class:`~harel_sa.DeadLetter`,
+    the last delivery failing, or the handler's own ``dead_letter``). ``lost``: leases found
+    lost (an extend, ack, nack or dead-letter that returned ``False``). ``released``: leases
+    given back with ``nack(0)`` at the end of the grace, or after a handler's
+    ``KeyboardInterrupt``/``SystemExit``.
+    """
+
+    claimed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    lost: int = 0
+    released: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Returned:
+    """The handler returned."""
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """The handler raised ``error`` (an ``Exception``: retry, or what it asks for)."""
+
+    error: Exception
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    """The handler raised a ``BaseException`` that must end the run (``KeyboardInterrupt``,
+    ``SystemExit``): its lease is released, and ``run()`` re-raises it once the run is over."""
+
+    error: BaseException
+
+
+Outcome = Returned | Raised | Interrupted
+RETURNED = Returned()
+
+
+def outcome_of(error: BaseException) -> Outcome:
+    """What a handler's exception means for its message."""
+    return Raised(error) if isinstance(error, Exception) else Interrupted(error)
+
+
+def _fields(lease: Lease[Any]) -> dict[str, object]:
+    """Structured fields of a log line about ``lease`` (shown by ``--log-format json``)."""
+    return {"group_id": lease.group_id, "seq": lease.seq, "deliveries": lease.deliveries}
+
+
+def _utc_in(seconds: float) -> str:
+    moment = datetime.now(UTC) + timedelta(seconds=seconds)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class Run:
+    """One run of a worker: what it may still do, what it holds, and what it did."""
+
+    def __init__(self, options: WorkerOptions, max_messages: int | None, until_empty: bool):
+        if max_messages is not None and (
+            isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1
+        ):
+            raise InvalidArgumentError(f"max_messages must be >= 1, not {max_messages!r}")
+        self.options = options
+        self._observer = options.observer
+        self._lock = threading.RLock()  # RLock: a signal handler may stop mid-section
+        self._budget = max_messages
+        self._until_empty = until_empty
+        self._held: dict[str, Lease[Any]] = {}
+        self._in_handlers = 0
+        self._by_handler: dict[str, tuple[How, float]] = {}  # settled by their own handler
+        self._lost: set[str] = set()
+        self._counts = {f.name: 0 for f in fields(WorkerStats)}
+        self.stopping = False
+        self.done = False
+        self.fatal: BaseException | None = None
+        self._deadline: float | None = None
+        self._settle_by: float | None = None
+        self.on_stop: Callable[[], None] = _nothing  # the driver's wake-up
+
+    def started(self, database: str, prefix: str, kind: str) -> None:
+        """The INFO line every run starts with."""
+        o = self.options
+        log.info(
+            "worker %s started (%s) on %s, prefix %s: %s",
+            o.worker_id,
+            kind,
+            database,
+            prefix,
+            o.describe(),
+            extra={"worker_id": o.worker_id, "database": database, "prefix": prefix},
+        )
+
+    # -- stop and grace --------------------------------------------------------------------
+    def request_stop(self, why: str = "stop() called") -> None:
+        """First call: stop claiming, the grace starts. A second call ends the grace now."""
+        with self._lock:
+            now = time.monotonic()
+            again = self.stopping
+            self._deadline = now if again else now + self.options.grace
+            self.stopping = True
+            held = len(self._held)
+        if again:
+            log.info("%s again: ending the grace now", why)
+        else:
+            log.info(
+                "%s: stopping; no more claims, %d handler(s) in flight get %gs of grace",
+                why,
+                held,
+                self.options.grace,
+                extra={"worker_id": self.options.worker_id},
+            )
+        self.on_stop()
+
+    def interrupted(self, error: BaseException) -> None:
+        """``run()`` itself was interrupted (``KeyboardInterrupt``, cancelled) while waiting:
+        no grace; what is held is released, then ``run()`` re-raises ``error``."""
+        with self._lock:
+            if self.fatal is None:
+                self.fatal = error
+            self.stopping = True
+            self._deadline = self._settle_by = time.monotonic()
+        log.warning("run interrupted (%s): releasing what is held now", type(error).__name__)
+        self.on_stop()
+
+    def grace_left(self) -> float | None:
+        """Seconds of grace left once stopping (never negative); ``None`` while running."""
+        with self._lock:
+            return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
+    def may_abandon(self, alive: int) -> bool:
+        """Once the grace is over: may the driver abandon (threads) or cancel (tasks) its
+        ``alive`` slots now? Yes when each is inside its handler; a slot outside it is in a
+        quick transport call (an ack, a claim) that should land first, so it gets up to
+        ``SETTLE`` seconds more."""
+        with self._lock:
+            if self._settle_by is None:
+                self._settle_by = time.monotonic() + SETTLE
+            return alive <= self._in_handlers or time.monotonic() > self._settle_by
+
+    def release_all(self) -> list[Lease[Any]]:
+        """The leases still held when the run ends: the driver gives them back (``nack(0)``)."""
+        with self._lock:
+            leases, self._held = list(self._held.values()), {}
+        if leases:
+            log.info("grace over: releasing %d lease(s) with nack(0)", len(leases))
+        return leases
+
+    def released(self, lease: Lease[Any], done: Done | HarelSAError) -> None:
+        """The ``nack(0)`` that gives ``lease`` back at the end returned ``done``."""
+        if isinstance(done, Done) and done.ok:
+            self._count("released")
+            log.info("released %s seq %d", lease.group_id, lease.seq, extra=_fields(lease))
+        else:
+            self._note_lost(lease, "release")
+
+    def finish(self) -> None:
+        """The run is over: nothing more is claimed, settled or extended."""
+        with self._lock:
+            self.done = True
+        log.info(
+            "worker %s stopped: %s",
+            self.options.worker_id,
+            " ".join(f"{k}={v}" for k, v in self._counts.items()),
+            extra={"worker_id": self.options.worker_id, **self._counts},
+        )
+
+    # -- claiming --------------------------------------------------------------------------
+    def reserve(self) -> bool:
+        """May a slot claim (again)? Takes one from ``max_messages`` if set."""
+        with self._lock:
+            if self.stopping or self.done or self._budget == 0:
+                return False
+            if self._budget is not None:
+                self._budget -= 1
+            return True
+
+    def unreserve(self) -> None:
+        """A reserved claim did not happen or found nothing: give it back."""
+        with self._lock:
+            if self._budget is not None:
+                self._budget += 1
+
+    def nothing_claimed(self) -> float | None:
+        """A claim found nothing: the idle pause, or ``None`` when the slot should end."""
+        self.unreserve()
+        with self._lock:
+            if self._until_empty or self.stopping:
+                return None
+        return self.options.poll_interval
+
+    def claimed(self, lease: Lease[Any], seconds: float) -> None:
+        """A claim that took ``seconds`` returned ``lease``: it is held from now on."""
+        with self._lock:
+            self._held[lease.locked_by] = lease
+        self._count("claimed")
+        self._observer.claim_latency(seconds)
+        log.debug(
+            "claimed %s seq %d (delivery %d)",
+            lease.group_id,
+            lease.seq,
+            lease.deliveries,
+            extra=_fields(lease),
+        )
+
+    # -- the handler -----------------------------------------------------------------------
+    def handling(self) -> None:
+        with self._lock:
+            self._in_handlers += 1
+
+    def settled_by_handler(self, lease: Lease[Any], how: How, delay: float) -> None:
+        """The handler itself acked, nacked or dead-lettered ``lease`` (and it took)."""
+        with self._lock:
+            if self._held.pop(lease.locked_by, None) is not None:
+                self._by_handler[lease.locked_by] = (how, delay)
+
+    def plan(self, lease: Lease[Any], outcome: Outcome, seconds: float) -> Operation | None:
+        """The handler of ``lease`` ended with ``outcome`` after ``seconds``: what to do with
+        the message (``None``: nothing, the handler settled it itself).
+
+        The lease leaves the held set *before* the ack or nack, so a heartbeat racing it
+        cannot mistake the settled lease for a lost one.
+        """
+        with self._lock:
+            self._in_handlers -= 1
+            self._held.pop(lease.locked_by, None)
+            own = self._by_handler.pop(lease.locked_by, None)
+        self._observer.handler_duration(seconds)
+        if own is not None:
+            self._settled_by_handler(lease, *own)
+            return None
+        if isinstance(outcome, Returned):
+            return Ack(lease, self.options, fused=self.reserve())
+        if isinstance(outcome, Interrupted):
+            self._interrupt(lease, outcome.error)
+            return Nack(lease, 0.0, release=True)
+        return self._failed(lease, outcome.error)
+
+    def _settled_by_handler(self, lease: Lease[Any], how: How, delay: float) -> None:
+        what = {"acked": "succeeded", "nacked": "retried", "dead_lettered": "dead_lettered"}
+        self._count(what[how])
+        log.debug(
+            "the handler %s %s seq %d itself",
+            how.replace("_", "-"),
+            lease.group_id,
+            lease.seq,
+            extra=_fields(lease),
+        )
+
+    def _interrupt(self, lease: Lease[Any], error: BaseException) -> None:
+        with self._lock:
+            if self.fatal is None:
+                self.fatal = error
+        self.request_stop(f"handler raised {type(error).__name__} on {lease.group_id}")
+
+    def _last_delivery(self, lease: Lease[Any]) -> bool:
+        limit = self.options.max_deliveries
+        return limit is not None and lease.deliveries >= limit
+
+    def _failed(self, lease: Lease[Any], error: Exception) -> Operation:
+        limit = self.options.max_deliveries
+        of = f" of {limit}" if limit is not None else ""
+        where = f"{lease.group_id} seq {lease.seq} (delivery {lease.deliveries}{of})"
+        if isinstance(error, DeadLetter):
+            return Bury(lease, error.reason)
+        if isinstance(error, Retry):
+            self._count("retried")
+            if self._last_delivery(lease):
+                return Bury(lease, f"retried at its last delivery{of}: {error}")
+            log.info("handler asked to retry %s in %gs", where, error.delay, extra=_fields(lease))
+            return Nack(lease, error.delay)
+        self._count("failed")
+        text = f"{type(error).__name__}: {error}"
+        if self._last_delivery(lease):
+            log.warning(
+                "handler failed on %s: %s; no deliveries left: dead-lettering it",
+                where,
+                text,
+                exc_info=error,
+                extra=_fields(lease),
+            )
+            return Bury(lease, f"handler failed at delivery {lease.deliveries}{of}: {text}")
+        delay = self.options.backoff.delay(lease.deliveries)
+        log.warning(
+            "handler failed on %s: %s; retry in %.1fs (at %s)",
+            where,
+            text,
+            delay,
+            _utc_in(delay),
+            exc_info=error,
+            extra={**_fields(lease), "retry_in": round(delay, 3)},
+        )
+        return Nack(lease, delay)
+
+    # -- settling --------------------------------------------------------------------------
+    def settled(self, op: Operation, done: Done, seconds: float) -> Lease[Any] | None:
+        """``op`` (an ack, nack or dead-letter, after its handler) returned ``done`` after
+        ``seconds``: count it; the next lease when it was an ack fused with a claim."""
+        lease = op.lease
+        if not done.ok:
+            self._note_lost(lease, op.name)
+        elif isinstance(op, Nack) and op.release:
+            self._count("released")
+        elif isinstance(op, Ack):
+            self._count("succeeded")
+            log.debug("acked %s seq %d", lease.group_id, lease.seq, extra=_fields(lease))
+        elif isinstance(op, Bury):
+            self._count("dead_lettered")
+            log.info(
+                "dead-lettered %s seq %d: %s",
+                lease.group_id,
+                lease.seq,
+                op.reason,
+                extra=_fields(lease),
+            )
+        if isinstance(op, Ack) and op.fused:
+            if done.lease is None:
+                self.unreserve()
+                return None
+            self.claimed(done.lease, seconds)
+        return done.lease
+
+    def may_retry(self, op: Operation, error: HarelSAError) -> bool:
+        """``op`` raised ``error``: try it again after ``poll_interval``? Only for a busy
+        write lock (the lease is not given up for a busy moment); else the lease counts as
+        lost (it lapses by itself)."""
+        self.failed(op.name, error)
+        if isinstance(error, BusyError) and not self.done:
+            return True
+        self._note_lost(op.lease, op.name)
+        return False
+
+    def again(self, op: Operation) -> Operation | None:
+        """After the pause: the operation to retry (an ack fused with a claim no longer claims
+        once stopping), or ``None`` when the run is over meanwhile (the lease is lost)."""
+        if self.done:
+            self._note_lost(op.lease, op.name)
+            return None
+        if isinstance(op, Ack) and op.fused and self.stopping:
+            self.unreserve()
+            return Ack(op.lease, self.options, fused=False)
+        return op
+
+    # -- the heartbeat ---------------------------------------------------------------------
+    def held(self) -> list[Lease[Any]]:
+        with self._lock:
+            return list(self._held.values())
+
+    def extended(self, lease: Lease[Any], ok: bool) -> None:
+        """A heartbeat's extend returned ``ok``; ``False`` on a still-held lease means lost."""
+        with self._lock:
+            held = lease.locked_by in self._held
+        if not ok and held:
+            self._note_lost(lease, "extend")
+
+    # -- errors and counts -----------------------------------------------------------------
+    def failed(self, what: str, error: HarelSAError) -> None:
+        """A transport call (``what``) raised ``error``: log it; stop if retrying is hopeless
+        (the transport is closed, or the worker sends arguments it refuses)."""
+        if isinstance(error, BusyError):
+            log.warning("%s: %s; will retry", what, error)
+            return
+        log.warning("%s failed: %s", what, error)
+        if isinstance(error, InvalidArgumentError):
+            self.crashed(error)
+        elif isinstance(error, TransportClosedError) and not self.stopping:
+            self.request_stop("the transport is closed")
+
+    def crashed(self, error: BaseException) -> None:
+        """A slot or the heartbeat died of an unexpected error: log it and stop the run
+        (what the worker holds is then released, as on any stop)."""
+        log.error("worker %s: %r; stopping", self.options.worker_id, error, exc_info=error)
+        if not self.stopping:
+            self.request_stop("unexpected error")
+
+    def _note_lost(self, lease: Lease[Any], what: str) -> None:
+        with self._lock:
+            if lease.locked_by in self._lost:
+                return
+            self._lost.add(lease.locked_by)
+        self._count("lost")
+        log.warning(
+            "lease on %s seq %d lost (%s returned False): another worker may handle it",
+            lease.group_id,
+            lease.seq,
+            what,
+            extra=_fields(lease),
+        )
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            self._counts[what] += 1
+        self._observer.count(what)
+
+    def stats(self) -> WorkerStats:
+        with self._lock:
+            return WorkerStats(**self._counts)
+
+
+def _nothing() -> None:
+    pass

@@ -1,0 +1,139 @@
+"""What a worker's programs ask their driver to do: five kinds of step, each typed.
+
+A program (:mod:`~harel_sa.worker.programs`) yields a step; the driver performs it, with
+``step.sync(driver)`` (threads) or ``await step.aio(driver)`` (tasks), and the step keeps its
+own answer (``Call.result``, ``Handle.outcome``, ``WaitSlots.alive``), which the program reads
+when it resumes. So the programs are written once, and each driver is a loop over steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from harel_sa import settlements
+from harel_sa.errors import HarelSAError
+from harel_sa.events import Lease
+from harel_sa.worker.operations import Claim, Done, Operation
+from harel_sa.worker.run import RETURNED, Outcome, outcome_of
+
+if TYPE_CHECKING:
+    from harel_sa.aio import AsyncSqliteTransport
+    from harel_sa.transport import SqliteTransport
+
+
+class SyncDriver(Protocol):
+    """What :class:`~harel_sa.Worker` offers the steps."""
+
+    transport: SqliteTransport[Any]
+    handler: Callable[[Lease[Any]], None]
+
+    def wait(self, seconds: float, wake_on_stop: bool) -> None: ...
+    def wait_slots(self, seconds: float) -> int: ...
+    def abandon(self) -> None: ...
+
+
+class AsyncDriver(Protocol):
+    """What :class:`~harel_sa.AsyncWorker` offers the steps."""
+
+    transport: AsyncSqliteTransport[Any]
+    handler: Callable[[Lease[Any]], Awaitable[None]]
+
+    async def wait(self, seconds: float, wake_on_stop: bool) -> None: ...
+    async def wait_slots(self, seconds: float) -> int: ...
+    async def abandon(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Call:
+    """Perform ``op`` on the transport -> ``result``: what it returned, or the harel_sa error
+    it raised (a busy lock, a closed transport ...)."""
+
+    op: Claim | Operation
+    result: Done | HarelSAError = field(default_factory=lambda: Done(False))
+
+    def sync(self, d: SyncDriver) -> None:
+        try:
+            self.result = self.op.on(d.transport)
+        except HarelSAError as error:
+            self.result = error
+
+    async def aio(self, d: AsyncDriver) -> None:
+        try:
+            self.result = await self.op.on_async(d.transport)
+        except HarelSAError as error:
+            self.result = error
+
+
+@dataclass(slots=True)
+class Handle:
+    """Run the handler on ``lease`` -> ``outcome``; the handler's own settles of its lease
+    are reported to ``watcher`` meanwhile."""
+
+    lease: Lease[Any]
+    watcher: settlements.Watcher
+    outcome: Outcome = RETURNED
+
+    def sync(self, d: SyncDriver) -> None:
+        with settlements.watching(self.watcher):
+            try:
+                d.handler(self.lease)
+            except BaseException as error:
+                self.outcome = outcome_of(error)
+
+    async def aio(self, d: AsyncDriver) -> None:
+        with settlements.watching(self.watcher):
+            try:
+                await d.handler(self.lease)
+            except asyncio.CancelledError as error:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():  # the worker cancels: let it
+                    raise
+                self.outcome = outcome_of(error)  # the handler's own business: a failure
+            except BaseException as error:
+                self.outcome = outcome_of(error)
+
+
+@dataclass(slots=True)
+class Wait:
+    """Wait ``seconds``; end early when the worker stops (``wake_on_stop``) or is done."""
+
+    seconds: float
+    wake_on_stop: bool
+
+    def sync(self, d: SyncDriver) -> None:
+        d.wait(self.seconds, self.wake_on_stop)
+
+    async def aio(self, d: AsyncDriver) -> None:
+        await d.wait(self.seconds, self.wake_on_stop)
+
+
+@dataclass(slots=True)
+class WaitSlots:
+    """Wait up to ``seconds`` for a slot to end -> ``alive``: how many are still running."""
+
+    seconds: float
+    alive: int = 0
+
+    def sync(self, d: SyncDriver) -> None:
+        self.alive = d.wait_slots(self.seconds)
+
+    async def aio(self, d: AsyncDriver) -> None:
+        self.alive = await d.wait_slots(self.seconds)
+
+
+@dataclass(slots=True)
+class Abandon:
+    """Give up on the slots still running: cancel them (tasks) or leave them (threads)."""
+
+    def sync(self, d: SyncDriver) -> None:
+        d.abandon()
+
+    async def aio(self, d: AsyncDriver) -> None:
+        await d.abandon()
+
+
+Step = Call | Handle | Wait | WaitSlots | Abandon
+Program = Generator[Step, None, None]
