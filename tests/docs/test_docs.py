@@ -20,9 +20,9 @@ The rule:
   says "save it as NAME"), and run as well when it is Python.
 - A block right after ``<!-- illustrative: REASON -->`` is not run; the text says why (the
   block is this very test's command, or shows a screen or a long-running service).
-- A block right after ``<!-- transcript: NAME -->`` is a session run, with the files it needs
-  made visibly there, by tests/cli/test_docs_transcripts.py (``transcript("NAME")``; checked
-  here), compared exactly.
+- A block right after ``<!-- transcript: NAME -->`` runs here like any session, and also in
+  tests/cli/test_docs_transcripts.py (``transcript("NAME")``; checked here), which compares its
+  output exactly.
 - docs/alembic.md belongs to the migration tests, which run its blocks verbatim: each
   ``<!-- recipe: NAME -->`` block is read by ``recipe("NAME")`` in tests/migrations (checked
   here), and its command blocks run in :func:`test_alembic_md_command_blocks` below.
@@ -178,8 +178,6 @@ def test_every_block_of_the_document_runs_as_written(doc: str, tmp_path: Path) -
         if block.mark.startswith("<!-- illustrative:"):
             assert len(block.mark) > len("<!-- illustrative:  -->"), f"{block.where}: why?"
             continue
-        if block.mark.startswith("<!-- transcript:"):
-            continue  # run by tests/cli/test_docs_transcripts.py (see the next test)
         run_block(block, tmp_path)
 
 
@@ -213,11 +211,13 @@ def test_alembic_md_recipes_are_read_by_the_migration_tests() -> None:
 def test_alembic_md_command_blocks(tmp_path: Path) -> None:
     """Its ``sh`` blocks: the host project's commands run in the host project of the recipe
     (built from the page's recipe blocks), the installed package's command next to the
-    two-line ini of its recipe, and the repository's commands from this repository's root
-    (run by tests/migrations/test_docs_recipes.py with the URL moved to a temporary file)."""
+    two-line ini of its recipe; the ``harel-sa db`` block and the repository's commands run in
+    tests/migrations/test_docs_recipes.py (the latter with the URL moved to a temporary file)."""
     sh = [b for b in blocks("docs/alembic.md") if b.lang == "sh"]
-    host_commands, repository_commands, package_commands = sh
+    host_commands, db_commands, repository_commands, package_commands = sh
     assert "alembic upgrade heads " in host_commands.text
+    # run by tests/migrations/test_docs_recipes.py, from an empty directory:
+    assert "harel-sa db upgrade --db queue.db" in db_commands.text
     assert "alembic -x url=sqlite:///queue.db upgrade heads" in repository_commands.text
     assert "alembic -c harel_sa.ini" in package_commands.text
     host = make_host(tmp_path / "host")
