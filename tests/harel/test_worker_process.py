@@ -51,7 +51,10 @@ def test_harels_worker_process_runs_on_harel_sa(tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and worker.poll() is None:
-            if all(store.load(i).status.name == "DONE" for i in ids):
+            # done when every execution is, and the worker has acked what it was handling
+            if all(store.load(i).status.name == "DONE" for i in ids) and not (
+                transport.stats().messages
+            ):
                 break
             time.sleep(0.1)
         assert [engine.summary(store.load(i)) for i in ids] == [engine.EXPECTED] * len(ids)
