@@ -16,6 +16,9 @@ from harel_sa.admin import (
 from harel_sa.aio import AsyncSqliteTransport
 from harel_sa.errors import (
     BusyError,
+    DatabaseReplacedError,
+    DiskIOError,
+    ForkedError,
     HarelSAError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
@@ -38,8 +41,11 @@ __all__ = [
     "AsyncWorker",
     "Bucket",
     "BusyError",
+    "DatabaseReplacedError",
     "DeadMessage",
+    "DiskIOError",
     "Event",
+    "ForkedError",
     "HarelSAError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",

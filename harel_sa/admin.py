@@ -10,6 +10,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Literal
 
@@ -17,7 +18,15 @@ from pydantic import BaseModel, ConfigDict
 
 from harel_sa.operations import Clock, storage_errors, write
 from harel_sa.schema import Names
-from harel_sa.sql import PARKED, compiled
+from harel_sa.sql import (
+    PARKED,
+    compiled,
+    count_of,
+    live_lease,
+    number_or_null,
+    priority_of,
+    raw_text,
+)
 
 State = Literal["ready", "leased", "parked"]
 
@@ -57,7 +66,12 @@ class Stats(_Frozen):
 
 
 class QueuedMessage(_Frozen):
-    """A message as it sits in the queue (its event as stored JSON, not decoded)."""
+    """A message as it sits in the queue (its event as stored JSON, not decoded).
+
+    Rows another program wrote are shown as they are: text that is not UTF-8 with ``\\xNN``
+    escapes, a lock whose expiry is not a number as ``lock_expiry=None`` and ``"ready"`` (the
+    claim treats such a lock as lapsed), a count that is not a number as SQLite reads it.
+    """
 
     seq: int
     group_id: str
@@ -69,7 +83,8 @@ class QueuedMessage(_Frozen):
 
 
 class DeadMessage(_Frozen):
-    """A message moved to the dead table, with why and when."""
+    """A message moved to the dead table, with why and when (odd values shown as in
+    :class:`QueuedMessage`; a priority that is not an integer as 0)."""
 
     seq: int
     group_id: str
@@ -82,29 +97,38 @@ class DeadMessage(_Frozen):
 
 
 class AdminStatements:
-    """The statements of this module for one prefix. Build with :func:`admin_statements_for`."""
+    """The statements of this module for one prefix. Build with :func:`admin_statements_for`.
+
+    Every read tolerates rows another program wrote: text columns are read as their bytes,
+    numbers through :mod:`harel_sa.sql`'s expressions, so an odd value is shown, not raised on.
+    """
 
     def __init__(self, names: Names) -> None:
         m, g, d = names.messages, names.groups, names.dead
-        live = "lock_expiry >= :now"
         self.counts = compiled(
             f"SELECT count(*), "
-            f"coalesce(sum(locked_by IS NOT NULL AND locked_by != '{PARKED}' AND {live}), 0), "
-            f"coalesce(sum(locked_by = '{PARKED}' AND {live}), 0) FROM {m}"
+            f"coalesce(sum(locked_by != '{PARKED}' AND {live_lease(m)}), 0), "
+            f"coalesce(sum(locked_by = '{PARKED}' AND {live_lease(m)}), 0) FROM {m}"
         )
         self.groups = compiled(f"SELECT count(*) FROM {g}")
         self.dead_count = compiled(f"SELECT count(*) FROM {d}")
+        created = "json_extract(event, '$.created_time')"
         self.oldest = compiled(
-            "SELECT CASE WHEN json_valid(event) THEN json_extract(event, '$.created_time') END "
-            f"FROM {m} ORDER BY seq LIMIT 1"
+            "SELECT CASE WHEN typeof(event) != 'text' THEN NULL "
+            "WHEN NOT json_valid(event) THEN NULL "
+            f"WHEN typeof({created}) IN ('integer', 'real') THEN {created} "
+            f"ELSE {raw_text(created)} END FROM {m} ORDER BY seq LIMIT 1"
         )
         by = (
-            "SELECT g.{0}, count(DISTINCT g.group_id), count(m.seq) FROM {1} AS g "
-            "LEFT JOIN {2} AS m ON m.group_id = g.group_id GROUP BY g.{0} ORDER BY g.{0}"
+            "SELECT {0}, count(DISTINCT g.group_id), count(m.seq) FROM {1} AS g "
+            "LEFT JOIN {2} AS m ON m.group_id = g.group_id GROUP BY 1 ORDER BY 1"
         )
-        self.by_priority = compiled(by.format("priority", g, m))
-        self.by_routing_key = compiled(by.format("routing_key", g, m))
-        columns = "seq, group_id, event, locked_by, lock_expiry, deliveries"
+        self.by_priority = compiled(by.format(priority_of("g.priority"), g, m))
+        self.by_routing_key = compiled(by.format(raw_text("g.routing_key"), g, m))
+        columns = (
+            f"seq, {raw_text('group_id')}, {raw_text('event')}, {raw_text('locked_by')}, "
+            f"{number_or_null('lock_expiry')}, {count_of('deliveries')}"
+        )
         self.peek = compiled(
             f"SELECT {columns} FROM {m} "
             "WHERE :group_id IS NULL OR group_id = :group_id ORDER BY seq LIMIT :limit"
@@ -125,7 +149,9 @@ class AdminStatements:
             "(:seqs IS NULL OR seq IN (SELECT value FROM json_each(:seqs)))"
         )
         self.dead = compiled(
-            "SELECT seq, group_id, event, error, dead_at, deliveries, priority, routing_key "
+            f"SELECT seq, {raw_text('group_id')}, {raw_text('event')}, {raw_text('error')}, "
+            f"COALESCE(CAST(dead_at AS REAL), 0.0), {count_of('deliveries')}, "
+            f"{priority_of('priority')}, {raw_text('routing_key')} "
             f"FROM {d} WHERE {pick} ORDER BY seq LIMIT :limit"
         )
         self.requeue = compiled(
@@ -168,18 +194,36 @@ def stats(conn: sqlite3.Connection, st: AdminStatements, clock: Clock) -> Stats:
             in_flight=in_flight,
             parked=parked,
             dead=conn.execute(st.dead_count).fetchone()[0],
-            oldest_age=(
-                now - float(created[0]) if created and isinstance(created[0], int | float) else None
-            ),
+            oldest_age=_age(created[0] if created else None, now),
             by_priority=[
                 PriorityBucket(priority=p, groups=g, messages=m)
                 for p, g, m in conn.execute(st.by_priority)
             ],
             by_routing_key=[
-                RoutingBucket(routing_key=k, groups=g, messages=m)
+                RoutingBucket(routing_key=shown(k), groups=g, messages=m)
                 for k, g, m in conn.execute(st.by_routing_key)
             ],
         )
+
+
+def _age(created: object, now: float) -> float | None:
+    """Seconds since ``created`` (epoch seconds, or an ISO-8601 time as bytes; naive is UTC)."""
+    if isinstance(created, int | float):
+        return now - float(created)
+    if isinstance(created, bytes):
+        try:
+            when = datetime.fromisoformat(created.decode())
+        except ValueError:
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return now - when.timestamp()
+    return None
+
+
+def shown(value: bytes | None) -> str | None:
+    """Stored text as ``str``: bytes that are not UTF-8 appear as ``\\xNN`` escapes."""
+    return None if value is None else value.decode("utf-8", "backslashreplace")
 
 
 def peek(
@@ -192,10 +236,10 @@ def peek(
     return [
         QueuedMessage(
             seq=seq,
-            group_id=group,
-            event=event,
+            group_id=shown(group) or "",
+            event=shown(event) or "",
             state=_state(locked_by, expiry, now),
-            locked_by=locked_by,
+            locked_by=shown(locked_by),
             lock_expiry=expiry,
             deliveries=deliveries,
         )
@@ -203,10 +247,11 @@ def peek(
     ]
 
 
-def _state(locked_by: str | None, expiry: float | None, now: float) -> State:
+def _state(locked_by: bytes | None, expiry: float | None, now: float) -> State:
+    # As the claim reads a row (sql.live_lease): no expiry, or one that is not a number, lapsed.
     if locked_by is None or expiry is None or expiry < now:
         return "ready"
-    return "parked" if locked_by == PARKED else "leased"
+    return "parked" if locked_by == PARKED.encode() else "leased"
 
 
 def release(
@@ -243,13 +288,13 @@ def dead(
     return [
         DeadMessage(
             seq=r[0],
-            group_id=r[1],
-            event=r[2],
-            error=r[3],
+            group_id=shown(r[1]) or "",
+            event=shown(r[2]) or "",
+            error=shown(r[3]) or "",
             dead_at=r[4],
             deliveries=r[5],
             priority=r[6],
-            routing_key=r[7],
+            routing_key=shown(r[7]),
         )
         for r in rows
     ]

@@ -9,6 +9,7 @@ so processes that start together do not race; ``check_schema`` only looks, and r
 from __future__ import annotations
 
 import sqlite3
+import time
 from functools import lru_cache
 from typing import Any
 
@@ -17,9 +18,10 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 
 from harel_sa import steps
 from harel_sa.core import Options
-from harel_sa.errors import NotADatabaseError, SchemaError
-from harel_sa.operations import storage_errors, write
+from harel_sa.errors import NotADatabaseError, SchemaError, StorageError
+from harel_sa.operations import translate, write
 from harel_sa.schema import HEAD_REVISION, Names, Schema, schema_for
+from harel_sa.watch import WAL_LIMIT
 
 
 class ConnectionRunner:
@@ -39,8 +41,8 @@ def run(conn: sqlite3.Connection, options: Options[Any], create_schema: bool, wh
     """Everything a transport does at open: :func:`prepare`, then ensure or check the schema."""
     try:
         prepare(conn, options.busy_timeout, options.synchronous)
-    except NotADatabaseError as exc:
-        raise NotADatabaseError(f"cannot open {where}: {exc}") from exc  # name the file
+    except StorageError as exc:
+        raise type(exc)(f"cannot open {where}: {exc}") from exc  # name the file
     if create_schema:
         ensure_schema(conn, options.names)
     else:
@@ -48,21 +50,44 @@ def run(conn: sqlite3.Connection, options: Options[Any], create_schema: bool, wh
 
 
 def prepare(conn: sqlite3.Connection, busy_timeout: float, synchronous: str) -> None:
-    """Autocommit mode (transactions are driven by hand), ``busy_timeout``, WAL, durability.
+    """Autocommit mode (transactions are driven by hand), ``busy_timeout``, WAL with
+    ``journal_size_limit``, durability.
 
-    Refuses a file that is not a SQLite database with :class:`~harel_sa.NotADatabaseError`.
+    Errors are typed by SQLite's result code: only a file that is not a SQLite database gets
+    :class:`~harel_sa.NotADatabaseError`; a full disk gets :class:`~harel_sa.StorageFullError`
+    and a lock held past ``busy_timeout`` :class:`~harel_sa.BusyError`. Switching a file to WAL
+    waits (up to ``busy_timeout``) while another connection holds a rollback-journal lock, as a
+    ``harel-sa db upgrade`` creating the file does.
     """
     conn.isolation_level = None
-    with storage_errors():
+    try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise NotADatabaseError(f"not a SQLite database: {exc}") from exc
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if str(mode).lower() not in ("wal", "memory"):
-            conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            _switch_to_wal(conn, time.monotonic() + busy_timeout)
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT}").fetchone()
         conn.execute(f"PRAGMA synchronous = {synchronous}")
+    except sqlite3.DatabaseError as exc:
+        error = translate(exc)
+        if isinstance(error, NotADatabaseError):
+            raise NotADatabaseError(f"not a SQLite database: {error}") from exc
+        raise error from exc
+
+
+def _switch_to_wal(conn: sqlite3.Connection, deadline: float) -> None:
+    # SQLite answers SQLITE_BUSY at once, without its busy handler, while another connection
+    # holds a rollback-journal lock: retry until the deadline, backing off up to 50 ms.
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+        pause = min(pause * 2, 0.05)
 
 
 @lru_cache(maxsize=64)

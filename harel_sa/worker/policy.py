@@ -207,6 +207,7 @@ class RunState:
         self._counts = {f.name: 0 for f in fields(WorkerStats)}
         self.stopping = False
         self.done = False
+        self.fatal: BaseException | None = None  # see crashed()
         self._deadline: float | None = None
         self._settle_by: float | None = None
         self.on_stop: Callable[[], None] = lambda: None  # the driver's wake-up
@@ -352,9 +353,20 @@ class RunState:
 
     def crashed(self, exc: BaseException) -> None:
         """A slot or the heartbeat died of an unexpected error: log it and stop the run
-        (what the worker holds is then released, as on any stop)."""
+        (what the worker holds is then released, as on any stop). A ``KeyboardInterrupt``,
+        ``SystemExit`` or other exception that is not an ``Exception`` is kept, and the run
+        raises it again once it has released what it held (:meth:`raise_fatal`)."""
+        if not isinstance(exc, Exception):
+            with self._lock:
+                if self.fatal is None:
+                    self.fatal = exc
         log.error("worker %s: %r; stopping", self.options.worker_id, exc, exc_info=exc)
         self.request_stop()
+
+    def raise_fatal(self) -> None:
+        """At the end of a run: raise again the first ``BaseException`` a slot died of."""
+        if self.fatal is not None:
+            raise self.fatal
 
     def stats(self) -> WorkerStats:
         with self._lock:

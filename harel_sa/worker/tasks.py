@@ -73,6 +73,7 @@ class AsyncWorker(Generic[E]):
                 await self._run(state)
         finally:
             self._state = None
+        state.raise_fatal()
         return state.stats()
 
     def stop(self) -> None:

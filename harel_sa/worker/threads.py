@@ -67,6 +67,8 @@ class Worker(Generic[E]):
         deliverable). On stop, handlers in flight get ``grace`` seconds; what is still held
         then is released with ``nack(0)`` and its handler thread (a daemon) is abandoned: its
         ack will return ``False``. Signals are handled only when called on the main thread.
+        A handler that raises ``KeyboardInterrupt`` or ``SystemExit`` stops the run the same
+        way; once its lease is released, ``run`` raises that exception again.
         """
         state = RunState(self.options, max_messages, until_empty)
         self._wake, self._finished = threading.Event(), threading.Event()
@@ -77,6 +79,7 @@ class Worker(Generic[E]):
                 self._run(state)
         finally:
             self._state = None
+        state.raise_fatal()
         return state.stats()
 
     def stop(self) -> None:
