@@ -16,12 +16,11 @@ from typing import Any
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from harel_sa import steps
+from harel_sa import steps, watch
 from harel_sa.core import Options
 from harel_sa.errors import NotADatabaseError, SchemaError, StorageError
 from harel_sa.operations import translate, write
 from harel_sa.schema import HEAD_REVISION, Names, Schema, schema_for
-from harel_sa.watch import WAL_LIMIT
 
 
 class ConnectionRunner:
@@ -66,7 +65,7 @@ def prepare(conn: sqlite3.Connection, busy_timeout: float, synchronous: str) -> 
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if str(mode).lower() not in ("wal", "memory"):
             _switch_to_wal(conn, time.monotonic() + busy_timeout)
-        conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT}").fetchone()
+        conn.execute(f"PRAGMA journal_size_limit = {watch.WAL_LIMIT}").fetchone()
         conn.execute(f"PRAGMA synchronous = {synchronous}")
     except sqlite3.DatabaseError as exc:
         error = translate(exc)
