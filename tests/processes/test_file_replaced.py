@@ -53,9 +53,7 @@ def produce(kind: str, db: str, log: str, stay: str) -> None:
             f.write(json.dumps(record) + "\n")
 
     async def run() -> None:
-        q: Any = (
-            await AsyncSqliteTransport.create(db) if kind == "async" else SqliteTransport(db)
-        )
+        q: Any = await AsyncSqliteTransport.create(db) if kind == "async" else SqliteTransport(db)
 
         async def call(name: str, *args: Any) -> None:
             result = getattr(q, name)(*args)

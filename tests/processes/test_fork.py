@@ -43,7 +43,8 @@ def ev(kind: str) -> Event:
 
 def kinds(db: str) -> list[str]:
     with sqlite3.connect(db) as raw:
-        return [json.loads(e)["kind"] for (e,) in raw.execute(f"SELECT event FROM {M} ORDER BY seq")]
+        rows = raw.execute(f"SELECT event FROM {M} ORDER BY seq").fetchall()
+    return [json.loads(e)["kind"] for (e,) in rows]
 
 
 def in_fork(body: Callable[[], dict[str, Any]]) -> dict[str, Any]:
