@@ -61,9 +61,7 @@ def plant(
     values = [seq, group, event, *columns.values()]
     marks = ["?", as_text, as_text, *("?" for _ in columns)]
     raw.execute("BEGIN IMMEDIATE")
-    cur = raw.execute(
-        f"INSERT INTO {M} ({', '.join(names)}) VALUES ({', '.join(marks)})", values
-    )
+    cur = raw.execute(f"INSERT INTO {M} ({', '.join(names)}) VALUES ({', '.join(marks)})", values)
     raw.execute(
         f"INSERT OR IGNORE INTO {G} (group_id, priority) VALUES ({as_text}, ?)", (group, priority)
     )
@@ -80,7 +78,8 @@ def drain(q: Any, **claim: Any) -> list[tuple[str, str]]:
 
 
 def dead_rows(raw: sqlite3.Connection) -> list[tuple[Any, ...]]:
-    return raw.execute(f"SELECT seq, group_id, event, typeof(event) FROM {D} ORDER BY seq").fetchall()
+    sql = f"SELECT seq, group_id, event, typeof(event) FROM {D} ORDER BY seq"
+    return raw.execute(sql).fetchall()
 
 
 # --- point 5: text that is not UTF-8, BLOB events -------------------------------------------
