@@ -16,7 +16,10 @@ import sys
 from harel_sa import AsyncSqliteTransport, Event, Lease, SqliteTransport
 from harel_sa.worker import AsyncWorker, Worker, WorkerStats
 
-RAISES: dict[str, BaseException] = {"SystemExit": SystemExit(7), "KeyboardInterrupt": KeyboardInterrupt()}
+RAISES: dict[str, BaseException] = {
+    "SystemExit": SystemExit(7),
+    "KeyboardInterrupt": KeyboardInterrupt(),
+}
 
 
 def handle(lease: Lease[Event], raise_: str) -> None:
