@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from harel_sa import Event, schema_for
 from harel_sa.sql import LOOKAHEAD
 from tests.checks import assert_nothing_stranded
 from tests.conftest import FakeClock
+from tests.contract.test_reliability import drain
 
 VIS = 30.0
 NAMES = schema_for().names
@@ -31,17 +31,9 @@ def ev(kind: str) -> Event:
     return Event(kind=kind)
 
 
-@pytest.fixture
-def q(open_queue: Any, db: str, clock: FakeClock) -> Any:
-    return open_queue(db, clock=clock)
-
-
-@pytest.fixture
-def raw(q: Any, db: str) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.text_factory = bytes  # read back exactly what is stored
-    yield conn
-    conn.close()
+@pytest.fixture(autouse=True)
+def _read_bytes(raw: sqlite3.Connection) -> None:
+    raw.text_factory = bytes  # read back exactly what is stored, UTF-8 or not
 
 
 def plant(
@@ -67,14 +59,6 @@ def plant(
     )
     raw.execute("COMMIT")
     return int(cur.lastrowid or 0)
-
-
-def drain(q: Any, **claim: Any) -> list[tuple[str, str]]:
-    out = []
-    while (lease := q.claim("drainer", VIS, **claim)) is not None:
-        out.append((lease.group_id, lease.event.kind))
-        assert q.ack(lease)
-    return out
 
 
 def dead_rows(raw: sqlite3.Connection) -> list[tuple[Any, ...]]:

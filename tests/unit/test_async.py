@@ -15,11 +15,9 @@ from tests.conftest import FakeClock
 NAMES = schema_for().names
 
 
-def rows(db: str) -> list[tuple[object, ...]]:
+def rows(db: str, columns: str = "seq, group_id, locked_by") -> list[tuple[object, ...]]:
     with sqlite3.connect(db) as raw:
-        return raw.execute(
-            f"SELECT seq, group_id, locked_by FROM {NAMES.messages} ORDER BY seq"
-        ).fetchall()
+        return raw.execute(f"SELECT {columns} FROM {NAMES.messages} ORDER BY seq").fetchall()
 
 
 def test_gather_claim_ack_publish_claim_on_one_transport(db: str) -> None:
@@ -127,10 +125,7 @@ class GateClock(FakeClock):
 
 
 def deliveries(db: str) -> list[tuple[object, ...]]:
-    with sqlite3.connect(db) as raw:
-        return raw.execute(
-            f"SELECT seq, locked_by, lock_expiry, deliveries FROM {NAMES.messages} ORDER BY seq"
-        ).fetchall()
+    return rows(db, "seq, locked_by, lock_expiry, deliveries")
 
 
 def test_claims_cancelled_inside_the_driver_give_their_lease_back_uncounted(db: str) -> None:
