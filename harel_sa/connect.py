@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import URL, Connection, Engine, NullPool, create_engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
@@ -19,8 +18,6 @@ from harel_sa.errors import (
 )
 from harel_sa.operations import translate
 from harel_sa.watch import Watch, abandon, refuse_inherited
-
-T = TypeVar("T")
 
 
 def sqlite_url(target: object) -> URL:
@@ -124,10 +121,6 @@ class SyncConnection:
     @property
     def where(self) -> str:
         return display(self.engine.url)
-
-    def run(self, call: Callable[[sqlite3.Connection], T]) -> T:
-        """``call`` on the connection, under its watch (its :meth:`~Watch.before` ran already)."""
-        return self.watch.run(call, self.raw)
 
     def close(self) -> None:
         """Close (or give back) the connection; in a forked child, only let go of it."""

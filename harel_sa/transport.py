@@ -64,7 +64,7 @@ class SqliteTransport(Generic[E]):
         with self._lock:
             if self._db is None:
                 raise TransportClosedError("the transport is closed")
-            return self._db.run(call)
+            return self._db.watch.run(call, self._db.raw)
 
     def publish(
         self,

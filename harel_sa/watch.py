@@ -36,6 +36,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
+from time import monotonic
 from typing import TypeVar
 
 from harel_sa.errors import DatabaseReplacedError, ForkedError
@@ -169,7 +170,7 @@ class Watch:
         except BaseException:
             self._check_file(conn)
             raise
-        now = time.monotonic()
+        now = monotonic()
         if now >= self.next_file_check:
             self.next_file_check = now + FILE_CHECK_INTERVAL
             self._check_file(conn)
