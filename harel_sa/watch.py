@@ -34,6 +34,7 @@ import collections
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from time import monotonic
@@ -59,13 +60,15 @@ CHECKPOINT_WAIT = 0.5
 
 _generation = 0  # bumped in every forked child: a connection opened before is not ours
 _open: collections.Counter[FileId] = collections.Counter()  # files our transports have open
+_open_lock = threading.Lock()  # connections open and close on aiosqlite's threads too
 _inherited: set[FileId] = set()  # files a parent of this process had open when it forked
 _abandoned: list[object] = []  # connections inherited from a parent: kept alive, never closed
 
 
 def _after_fork_in_child() -> None:
-    global _generation
+    global _generation, _open_lock
     _generation += 1
+    _open_lock = threading.Lock()  # a parent's thread may have held it at the fork
     _inherited.update(file for file, count in _open.items() if count > 0)
     _open.clear()
 
@@ -136,7 +139,8 @@ class Watch:
         self.path = main_file(conn)
         self.file = _file_id(self.path) if self.path else None
         if self.file is not None:
-            _open[self.file] += 1
+            with _open_lock:
+                _open[self.file] += 1
         self.lost: str | None = None
         self.ops = 0
         self.next_file_check = 0.0
@@ -182,7 +186,8 @@ class Watch:
     def closed(self) -> None:
         """The connection was closed (in the process that opened it)."""
         if self.file is not None and not self.forked:
-            _open[self.file] -= 1
+            with _open_lock:
+                _open[self.file] -= 1
 
     def _check_file(self, conn: sqlite3.Connection) -> None:
         if self.file is None or self.path is None:
@@ -244,7 +249,10 @@ def checkpoint(conn: sqlite3.Connection, mode: str, busy_timeout: float) -> bool
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
     except sqlite3.Error as exc:  # upkeep, not the operation: the next operation will see it
-        log.warning("harel_sa: wal_checkpoint(%s) failed: %s", mode, exc)
+        read_only = getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY
+        (log.debug if read_only else log.warning)(
+            "harel_sa: wal_checkpoint(%s) failed: %s", mode, exc
+        )
         return False
 
 
