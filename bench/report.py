@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import harel_peer
+import wal
 from common import BASE, DASH, HAREL, X, fmt, fmt_ratio, med, ratios
 from procs import VARIANTS
 from workloads import METRIC_LABELS, METRICS
@@ -21,7 +22,7 @@ def verdict(ok: bool) -> str:
 
 
 def targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(target, figures, verdict) for each target of issues 6 and 3 that this run measured."""
+    """(target, figures, verdict) for each target of issues 6, 3 and 12 that this run measured."""
     rows: list[tuple[str, str, str]] = []
     if "w1" in r:
         x = ratios(r["w1"]["FULL"]["drain"][HAREL], r["w1"]["FULL"]["drain"][BASE])
@@ -101,6 +102,9 @@ def targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
                 "reported; " + ("fair" if fair else "**not fair**") + " (see workload 3)",
             )
         )
+    if "w7" in r:
+        name, figs, ok = wal.target(r["w7"])
+        rows.append((name, figs, verdict(ok)))
     if "w4" in r:
         for sync in ("FULL", "NORMAL"):
             a = r["w4"][sync]
@@ -471,7 +475,7 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
         "",
         *_table(["", ""], [[k, v] for k, v in env.items()]),
         "",
-        "## Targets (issues 6 and 3)",
+        "## Targets (issues 6, 3 and 12)",
         "",
         *_table(
             ["target", f"figures (median (min{DASH}max))", "verdict"],
@@ -486,6 +490,7 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
         ("w4", section_w4),
         ("w5", section_w5),
         ("w6", section_w6),
+        ("w7", wal.section),
         ("fast", section_fast),
         ("harel", harel_peer.section),
     ):

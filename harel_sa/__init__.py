@@ -16,6 +16,9 @@ from harel_sa.admin import (
 from harel_sa.aio import AsyncSqliteTransport
 from harel_sa.errors import (
     BusyError,
+    DatabaseReplacedError,
+    DiskIOError,
+    ForkedError,
     HarelSAError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
@@ -52,9 +55,12 @@ __all__ = [
     "AsyncWorker",
     "Bucket",
     "BusyError",
+    "DatabaseReplacedError",
     "DeadLetter",
     "DeadMessage",
+    "DiskIOError",
     "Event",
+    "ForkedError",
     "HarelSAError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",

@@ -10,7 +10,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Literal
 
@@ -18,7 +18,15 @@ from pydantic import BaseModel, ConfigDict
 
 from harel_sa.operations import Clock, storage_errors, write
 from harel_sa.schema import Names
-from harel_sa.sql import PARKED, compiled
+from harel_sa.sql import (
+    PARKED,
+    compiled,
+    count_of,
+    live_lease,
+    number_or_null,
+    priority_of,
+    raw_text,
+)
 
 State = Literal["ready", "leased", "parked"]
 
@@ -66,7 +74,12 @@ class Stats(_Frozen):
 
 
 class QueuedMessage(_Frozen):
-    """A message as it sits in the queue (its event as stored JSON, not decoded)."""
+    """A message as it sits in the queue (its event as stored JSON, not decoded).
+
+    Rows another program wrote are shown as they are: text that is not UTF-8 with ``\\xNN``
+    escapes, a lock whose expiry is not a number as ``lock_expiry=None`` and ``"ready"`` (the
+    claim treats such a lock as lapsed), a count that is not a number as SQLite reads it.
+    """
 
     seq: int
     group_id: str
@@ -78,7 +91,8 @@ class QueuedMessage(_Frozen):
 
 
 class DeadMessage(_Frozen):
-    """A message moved to the dead table, with why and when."""
+    """A message moved to the dead table, with why and when (odd values shown as in
+    :class:`QueuedMessage`; a priority that is not an integer as 0)."""
 
     seq: int
     group_id: str
@@ -91,41 +105,53 @@ class DeadMessage(_Frozen):
 
 
 class AdminStatements:
-    """The statements of this module for one prefix. Build with :func:`admin_statements_for`."""
+    """The statements of this module for one prefix. Build with :func:`admin_statements_for`.
+
+    Every read tolerates rows another program wrote: text columns are read as their bytes,
+    numbers through :mod:`harel_sa.sql`'s expressions, so an odd value is shown, not raised on.
+    """
 
     def __init__(self, names: Names) -> None:
         m, g, d = names.messages, names.groups, names.dead
-        live = "lock_expiry >= :now"
         self.counts = compiled(
             f"SELECT count(*), "
-            f"coalesce(sum(locked_by IS NOT NULL AND locked_by != '{PARKED}' AND {live}), 0), "
-            f"coalesce(sum(locked_by = '{PARKED}' AND {live}), 0) FROM {m}"
+            f"coalesce(sum(locked_by != '{PARKED}' AND {live_lease(m)}), 0), "
+            f"coalesce(sum(locked_by = '{PARKED}' AND {live_lease(m)}), 0) FROM {m}"
         )
         self.groups = compiled(f"SELECT count(*) FROM {g}")
         self.dead_count = compiled(f"SELECT count(*) FROM {d}")
+        created = "json_extract(event, '$.created_time')"
         self.oldest = compiled(
-            "SELECT CASE WHEN json_valid(event) THEN json_extract(event, '$.created_time') END "
-            f"FROM {m} ORDER BY seq LIMIT 1"
+            "SELECT CASE WHEN typeof(event) != 'text' THEN NULL "
+            "WHEN NOT json_valid(event) THEN NULL "
+            f"WHEN typeof({created}) IN ('integer', 'real') THEN {created} "
+            f"ELSE {raw_text(created)} END FROM {m} ORDER BY seq LIMIT 1"
         )
         by = (
-            "SELECT g.{0}, count(DISTINCT g.group_id), count(m.seq) FROM {1} AS g "
-            "LEFT JOIN {2} AS m ON m.group_id = g.group_id GROUP BY g.{0} ORDER BY g.{0}"
+            "SELECT {0}, count(DISTINCT g.group_id), count(m.seq) FROM {1} AS g "
+            "LEFT JOIN {2} AS m ON m.group_id = g.group_id GROUP BY 1 ORDER BY 1"
+        )
+        self.by_priority = compiled(by.format(priority_of("g.priority"), g, m))
+        self.by_routing_key = compiled(by.format(raw_text("g.routing_key"), g, m))
+        columns = (
+            f"seq, {raw_text('group_id')}, {raw_text('event')}, {raw_text('locked_by')}, "
+            f"{number_or_null('lock_expiry')}, {count_of('deliveries')}"
         )
         self.oldest_ready = compiled(
-            "SELECT CASE WHEN json_valid(event) THEN json_extract(event, '$.created_time') END "
-            f"FROM {m} WHERE locked_by IS NULL OR lock_expiry < :now ORDER BY seq LIMIT 1"
+            "SELECT CASE WHEN typeof(event) != 'text' THEN NULL "
+            "WHEN NOT json_valid(event) THEN NULL "
+            f"WHEN typeof({created}) IN ('integer', 'real') THEN {created} "
+            f"ELSE {raw_text(created)} END FROM {m} AS r WHERE NOT ({live_lease('r')}) "
+            "ORDER BY seq LIMIT 1"
         )
         self.published = compiled(
             f"SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = '{m}'"
         )
         self.by_worker = compiled(
-            "SELECT substr(locked_by, 1, instr(locked_by, '#') - 1), count(*) "
-            f"FROM {m} WHERE locked_by IS NOT NULL AND locked_by != '{PARKED}' AND {live} "
+            f"SELECT {raw_text("substr(locked_by, 1, instr(locked_by, '#') - 1)")}, count(*) "
+            f"FROM {m} AS w WHERE locked_by != '{PARKED}' AND {live_lease('w')} "
             "GROUP BY 1 ORDER BY 1"
         )
-        self.by_priority = compiled(by.format("priority", g, m))
-        self.by_routing_key = compiled(by.format("routing_key", g, m))
-        columns = "seq, group_id, event, locked_by, lock_expiry, deliveries"
         self.peek = compiled(
             f"SELECT {columns} FROM {m} "
             "WHERE :group_id IS NULL OR group_id = :group_id ORDER BY seq LIMIT :limit"
@@ -146,7 +172,9 @@ class AdminStatements:
             "(:seqs IS NULL OR seq IN (SELECT value FROM json_each(:seqs)))"
         )
         self.dead = compiled(
-            "SELECT seq, group_id, event, error, dead_at, deliveries, priority, routing_key "
+            f"SELECT seq, {raw_text('group_id')}, {raw_text('event')}, {raw_text('error')}, "
+            f"COALESCE(CAST(dead_at AS REAL), 0.0), {count_of('deliveries')}, "
+            f"{priority_of('priority')}, {raw_text('routing_key')} "
             f"FROM {d} WHERE {pick} ORDER BY seq LIMIT :limit"
         )
         self.requeue = compiled(
@@ -196,13 +224,15 @@ def stats(conn: sqlite3.Connection, st: AdminStatements, clock: Clock) -> Stats:
                 for p, g, m in conn.execute(st.by_priority)
             ],
             by_routing_key=[
-                RoutingBucket(routing_key=k, groups=g, messages=m)
+                RoutingBucket(routing_key=shown(k), groups=g, messages=m)
                 for k, g, m in conn.execute(st.by_routing_key)
             ],
             ready=messages - in_flight - parked,
             oldest_ready_age=_age(ready[0] if ready else None, now),
             published=_published(conn, st),
-            leases_by_worker=dict(conn.execute(st.by_worker, {"now": now}).fetchall()),
+            leases_by_worker={
+                shown(worker) or "": n for worker, n in conn.execute(st.by_worker, {"now": now})
+            },
         )
 
 
@@ -213,20 +243,24 @@ def _published(conn: sqlite3.Connection, st: AdminStatements) -> int:
         return 0
 
 
-def _age(created_time: object, now: float) -> float | None:
-    """Seconds from an event's ``created_time`` (ISO-8601, or epoch seconds as harel_sa 0.1
-    wrote it) to ``now``; ``None`` when it is absent or unreadable."""
-    if isinstance(created_time, int | float) and not isinstance(created_time, bool):
-        return now - float(created_time)
-    if isinstance(created_time, str):
+def _age(created: object, now: float) -> float | None:
+    """Seconds since ``created`` (epoch seconds, or an ISO-8601 time as bytes; naive is UTC)."""
+    if isinstance(created, int | float):
+        return now - float(created)
+    if isinstance(created, bytes):
         try:
-            moment = datetime.fromisoformat(created_time)
+            when = datetime.fromisoformat(created.decode())
         except ValueError:
             return None
-        if moment.tzinfo is None:  # pydantic writes naive datetimes as they are: local time
-            moment = moment.astimezone()
-        return now - moment.timestamp()
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return now - when.timestamp()
     return None
+
+
+def shown(value: bytes | None) -> str | None:
+    """Stored text as ``str``: bytes that are not UTF-8 appear as ``\\xNN`` escapes."""
+    return None if value is None else value.decode("utf-8", "backslashreplace")
 
 
 def peek(
@@ -239,10 +273,10 @@ def peek(
     return [
         QueuedMessage(
             seq=seq,
-            group_id=group,
-            event=event,
+            group_id=shown(group) or "",
+            event=shown(event) or "",
             state=_state(locked_by, expiry, now),
-            locked_by=locked_by,
+            locked_by=shown(locked_by),
             lock_expiry=expiry,
             deliveries=deliveries,
         )
@@ -250,10 +284,11 @@ def peek(
     ]
 
 
-def _state(locked_by: str | None, expiry: float | None, now: float) -> State:
+def _state(locked_by: bytes | None, expiry: float | None, now: float) -> State:
+    # As the claim reads a row (sql.live_lease): no expiry, or one that is not a number, lapsed.
     if locked_by is None or expiry is None or expiry < now:
         return "ready"
-    return "parked" if locked_by == PARKED else "leased"
+    return "parked" if locked_by == PARKED.encode() else "leased"
 
 
 def release(
@@ -290,13 +325,13 @@ def dead(
     return [
         DeadMessage(
             seq=r[0],
-            group_id=r[1],
-            event=r[2],
-            error=r[3],
+            group_id=shown(r[1]) or "",
+            event=shown(r[2]) or "",
+            error=shown(r[3]) or "",
             dead_at=r[4],
             deliveries=r[5],
             priority=r[6],
-            routing_key=r[7],
+            routing_key=shown(r[7]),
         )
         for r in rows
     ]

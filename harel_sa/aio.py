@@ -9,9 +9,9 @@ statements it holds. An ``asyncio.Lock`` serializes whole operations, so one cor
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -26,20 +26,23 @@ from harel_sa import settlements, startup
 from harel_sa.admin import DeadMessage, QueuedMessage, Stats
 from harel_sa.connect import display, driver_args, require_file, sqlite_url
 from harel_sa.core import Call, Calls, Options, Synchronous
-from harel_sa.errors import InvalidArgumentError, TransportClosedError
+from harel_sa.errors import HarelSAError, InvalidArgumentError, TransportClosedError
 from harel_sa.events import E, Event, Lease
 from harel_sa.schema import DEFAULT_PREFIX
 from harel_sa.transport import SqliteTransport
+from harel_sa.watch import Watch, abandon, refuse_inherited
 
 T = TypeVar("T")
 
 
 @dataclass
 class _Driver:
-    """An aiosqlite connection, ours or checked out of a caller's ``AsyncEngine``."""
+    """An aiosqlite connection, ours or checked out of a caller's ``AsyncEngine``, and the
+    :class:`~harel_sa.watch.Watch` every operation on it runs under."""
 
     conn: aiosqlite.Connection
     where: str
+    watch: Watch
     handle: AsyncConnection | None = None  # the caller's engine connection, if any
     prior_isolation: Any = None
 
@@ -52,34 +55,47 @@ class _Driver:
                 )
             if not create:
                 require_file(target.url)
+            refuse_inherited(target.url.database)
             handle = await target.connect()
             raw = await handle.get_raw_connection()
             conn: aiosqlite.Connection = raw.driver_connection  # type: ignore[assignment]
             prior = await _in_thread(conn, lambda: conn._conn.isolation_level)
-            return cls(conn, display(target.url), handle, prior)
+            watch = await _in_thread(conn, lambda: Watch(conn._conn, busy_timeout))
+            return cls(conn, display(target.url), watch, handle, prior)
         url = sqlite_url(target.url if isinstance(target, Engine) else target)
         if not create:
             require_file(url)
+        refuse_inherited(url.database)
         args, kwargs = driver_args(url, busy_timeout)
         with ops.storage_errors():
             conn = await aiosqlite.connect(*args, **kwargs)
-        return cls(conn, display(url))
+        watch = await _in_thread(conn, lambda: Watch(conn._conn, busy_timeout))
+        return cls(conn, display(url), watch)
 
     async def run(self, call: Call[T]) -> T:
-        return await _in_thread(self.conn, lambda: call(self.conn._conn))
+        self.watch.before()  # in a forked child the driver's thread does not even exist
+        return await _in_thread(self.conn, lambda: self.watch.run(call, self.conn._conn))
 
     async def close(self) -> None:
-        def restore(raw: sqlite3.Connection) -> None:
+        if self.watch.forked:
+            abandon(self)  # the parent's connection (its thread is not in this process)
+            return
+
+        def restore() -> None:
+            raw = self.conn._conn
             if raw.in_transaction:
                 raw.execute("ROLLBACK")
             if self.handle is not None:
                 raw.isolation_level = self.prior_isolation
 
-        await self.run(restore)
-        if self.handle is None:
-            await self.conn.close()
-        else:
-            await self.handle.close()
+        try:
+            await _in_thread(self.conn, restore)
+            if self.handle is None:
+                await self.conn.close()
+            else:
+                await self.handle.close()
+        finally:
+            self.watch.closed()
 
 
 class AsyncSqliteTransport(Generic[E]):
@@ -89,7 +105,8 @@ class AsyncSqliteTransport(Generic[E]):
     its own (``path`` defaults to ``":memory:"``); ``path`` is a file path, a URL, or an
     ``AsyncEngine`` (``sqlite+aiosqlite``) the caller owns. Many coroutines may share one
     transport. A cancelled call never leaves a transaction open: an operation already handed
-    to the driver finishes, and a claim whose caller was cancelled gives its lease back.
+    to the driver finishes, and a claim whose caller was cancelled gives its lease back, its
+    delivery uncounted.
     """
 
     def __init__(self, calls: Calls[E], driver: _Driver) -> None:
@@ -161,6 +178,9 @@ class AsyncSqliteTransport(Generic[E]):
         )
 
     async def _run(self, call: Call[T]) -> T:
+        driver = self._driver
+        if driver is not None:
+            driver.watch.before()  # before the lock, which belongs to the parent's loop
         async with self._lock:
             if self._driver is None:
                 raise TransportClosedError("the transport is closed")
@@ -169,11 +189,13 @@ class AsyncSqliteTransport(Generic[E]):
                 return await asyncio.shield(done)
             except asyncio.CancelledError:
                 # The driver's thread finishes what it was handed; wait for it, and give back
-                # a lease nobody will see, so the message need not wait for its lease to lapse.
+                # a lease nobody will see, uncounted, so the message need not wait for its
+                # lease to lapse and max_deliveries counts only deliveries a caller received.
                 result = await _finish(done)
                 taken = result[1] if isinstance(result, tuple) else result  # ack_and_claim
                 if isinstance(taken, Lease):
-                    await self._driver.run(self._calls.nack(taken, 0.0))
+                    with suppress(HarelSAError):  # then it lapses, as a crashed worker's does
+                        await self._driver.run(self._calls.give_back(taken))
                 raise
 
     async def publish(
@@ -285,6 +307,11 @@ class AsyncSqliteTransport(Generic[E]):
 
     async def close(self) -> None:
         """Close the connection; later calls raise :class:`~harel_sa.TransportClosedError`."""
+        driver = self._driver
+        if driver is not None and driver.watch.forked:  # the parent's lock and connection
+            self._driver = None
+            await driver.close()
+            return
         async with self._lock:
             driver, self._driver = self._driver, None
         if driver is not None:

@@ -12,12 +12,13 @@ from sqlalchemy import URL, Connection, Engine, NullPool, create_engine, make_ur
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from harel_sa.errors import (
+    HarelSAError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
     SchemaError,
-    StorageError,
 )
 from harel_sa.operations import storage_errors, translate
+from harel_sa.watch import Watch, abandon, refuse_inherited
 
 #: SQLite's own URI parameters (https://sqlite.org/uri.html): given in a ``sqlite:///`` URL they
 #: make it a ``file:`` URI, so SQLite, not only SQLAlchemy, sees them.
@@ -129,7 +130,8 @@ class SyncConnection:
     """A sqlite3 connection checked out of an engine for a transport's whole life.
 
     An engine the caller passed in stays theirs: no event hooks are installed on it, and the
-    connection goes back to its pool with its isolation level as it was.
+    connection goes back to its pool with its isolation level as it was. Every operation runs
+    under the connection's :class:`~harel_sa.watch.Watch` (the process, the file, the log).
     """
 
     engine: Engine
@@ -137,6 +139,7 @@ class SyncConnection:
     handle: Connection
     raw: sqlite3.Connection
     prior_isolation: Any
+    watch: Watch
 
     @classmethod
     def open(cls, target: object, busy_timeout: float, create: bool) -> SyncConnection:
@@ -162,32 +165,40 @@ class SyncConnection:
         if not create:
             require_file(engine.url)
         try:
+            refuse_inherited(engine.url.database)
             handle = engine.connect()
-        except DBAPIError as exc:
+        except BaseException as exc:
             if owned:
                 engine.dispose()
-            orig = exc.orig
+            orig = exc.orig if isinstance(exc, DBAPIError) else None
             if isinstance(orig, sqlite3.DatabaseError):
                 raise _at_open(translate(orig), engine.url) from exc
             raise
         raw: sqlite3.Connection = handle.connection.driver_connection  # type: ignore[assignment]
-        return cls(engine, owned, handle, raw, raw.isolation_level)
+        return cls(engine, owned, handle, raw, raw.isolation_level, Watch(raw, busy_timeout))
 
     @property
     def where(self) -> str:
         return display(self.engine.url)
 
     def close(self) -> None:
-        if self.raw.in_transaction:
-            self.raw.execute("ROLLBACK")
-        if not self.owned:
-            self.raw.isolation_level = self.prior_isolation
-        self.handle.close()
-        if self.owned:
-            self.engine.dispose()
+        """Close (or give back) the connection; in a forked child, only let go of it."""
+        if self.watch.forked:
+            abandon(self)  # the parent's: closing it here could undo the parent's work
+            return
+        try:
+            if self.raw.in_transaction:
+                self.raw.execute("ROLLBACK")
+            if not self.owned:
+                self.raw.isolation_level = self.prior_isolation
+            self.handle.close()
+            if self.owned:
+                self.engine.dispose()
+        finally:
+            self.watch.closed()
 
 
-def _at_open(error: StorageError, url: URL) -> StorageError:
+def _at_open(error: HarelSAError, url: URL) -> HarelSAError:
     return type(error)(f"cannot open {display(url)}: {error}")
 
 

@@ -139,6 +139,9 @@ class Calls(Generic[E]):
     def ack(self, lease: object) -> Call[bool]:
         return partial(ops.ack, st=self.st, lease=validate.lease(lease))
 
+    def give_back(self, lease: Lease[E]) -> Call[bool]:
+        return partial(ops.give_back, st=self.st, lease=lease)
+
     def nack(self, lease: object, delay: object) -> Call[bool]:
         return partial(
             ops.nack,

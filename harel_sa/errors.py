@@ -21,7 +21,8 @@ class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
 
 
 class TransportClosedError(HarelSAError):
-    """The transport was closed; open a new one."""
+    """The transport was closed, or can no longer be used (its subclasses say why); open a
+    new one."""
 
 
 class SchemaError(HarelSAError):
@@ -40,7 +41,8 @@ class BusyError(StorageError):
 
 
 class StorageFullError(StorageError):
-    """The database or its disk is full (``SQLITE_FULL``); make room and retry."""
+    """The database or its disk is full (``SQLITE_FULL``, or ``SQLITE_IOERR_SHMSIZE``: the
+    shared-memory file could not grow); make room and retry."""
 
 
 class ReadOnlyError(StorageError):
@@ -48,4 +50,37 @@ class ReadOnlyError(StorageError):
 
 
 class NotADatabaseError(StorageError):
-    """The target exists but is not a SQLite database (or is encrypted or corrupt)."""
+    """The target exists but is not a SQLite database, or is encrypted (``SQLITE_NOTADB``).
+
+    Raised for that result code only: a full disk, a lock or an I/O error at open get their own
+    error types, so a healthy file is never called "not a database".
+    """
+
+
+class DiskIOError(StorageError):
+    """SQLite could not read or write the file (``SQLITE_IOERR``; the message names the
+    extended code, e.g. ``SQLITE_IOERR_FSYNC``). The file is not said to be damaged: check the
+    disk, the filesystem and the kernel log, then retry."""
+
+
+class ForkedError(TransportClosedError):
+    """The transport was opened in another process and this one is a ``fork()`` of it.
+
+    A SQLite connection must never cross ``fork()``: the child refuses to use it (nothing is
+    written through it, and it is never closed from the child). While the parent holds the file
+    open, even a connection the child opens afresh is not protected by SQLite's locks, so a new
+    transport on that file is refused in the child too. Open transports only in the processes
+    that use them: close the parent's before forking, open them after the fork (for example in
+    gunicorn's ``post_fork`` hook), or start workers with the ``spawn`` or ``forkserver``
+    method of :mod:`multiprocessing`.
+    """
+
+
+class DatabaseReplacedError(TransportClosedError):
+    """The path no longer names the file this transport opened: it was deleted, renamed, or
+    replaced by another file (a restored backup, say).
+
+    The operation ran on the file the transport still has open, which nobody else will see, so
+    it is reported instead of acknowledged; every later call raises this error too. Close the
+    transport, find out which file holds the queue now, and open a new transport on it.
+    """

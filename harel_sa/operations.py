@@ -22,6 +22,9 @@ from pydantic import BaseModel
 
 from harel_sa.errors import (
     BusyError,
+    DatabaseReplacedError,
+    DiskIOError,
+    HarelSAError,
     NotADatabaseError,
     ReadOnlyError,
     StorageError,
@@ -44,19 +47,28 @@ def storage_errors() -> Iterator[None]:
         raise translate(exc) from exc
 
 
-_KINDS: dict[int, type[StorageError]] = {
+#: Typed errors by SQLite's extended result code first, then by its primary code (the low
+#: byte): a full disk at open (``SQLITE_IOERR_SHMSIZE``) or a lock is never "not a database".
+_BY_EXTENDED: dict[int, type[HarelSAError]] = {
+    4874: StorageFullError,  # SQLITE_IOERR_SHMSIZE: the -shm file cannot grow (a full disk)
+    1032: DatabaseReplacedError,  # SQLITE_READONLY_DBMOVED: the file was moved or deleted
+}
+_BY_PRIMARY: dict[int, type[HarelSAError]] = {
     5: BusyError,  # SQLITE_BUSY
     6: BusyError,  # SQLITE_LOCKED
     8: ReadOnlyError,  # SQLITE_READONLY
+    10: DiskIOError,  # SQLITE_IOERR
     13: StorageFullError,  # SQLITE_FULL
     26: NotADatabaseError,  # SQLITE_NOTADB
 }
 
 
-def translate(exc: sqlite3.DatabaseError) -> StorageError:
-    """The typed error for a driver error, by SQLite's primary result code."""
-    kind = _KINDS.get(getattr(exc, "sqlite_errorcode", 0) & 0xFF, StorageError)
-    return kind(f"{exc} ({getattr(exc, 'sqlite_errorname', 'SQLITE_ERROR')})")
+def translate(exc: sqlite3.DatabaseError) -> HarelSAError:
+    """The typed error for a driver error, by SQLite's extended result code, then its primary
+    one; the message keeps the driver's text and the extended code's name."""
+    code = getattr(exc, "sqlite_errorcode", 0) or 0
+    kind = _BY_EXTENDED.get(code) or _BY_PRIMARY.get(code & 0xFF, StorageError)
+    return kind(f"{exc} ({getattr(exc, 'sqlite_errorname', None) or 'SQLITE_ERROR'})")
 
 
 class write:
@@ -183,33 +195,54 @@ def _claim(
         row = conn.execute(select, params).fetchone()
         if row is None:
             return None
-        seq, group_id, raw, deliveries = row[0], row[1], row[2], row[3]
+        seq, group, raw, deliveries = row[0], row[1], row[2], row[3]
+        if seq is None:  # a group row without messages: delete it (and its empty successors)
+            conn.execute(st.drop_empty_groups, {"last_claimed_at": row[4], "grow": row[5]})
+            continue
         limit = spec.max_deliveries
         if limit is not None and deliveries >= limit:
             times = "1 time" if deliveries == 1 else f"{deliveries} times"
-            bury(conn, st, seq, group_id, now, f"delivered {times} (max {limit})")
+            bury(conn, st, seq, now, f"delivered {times} (max {limit})")
+            continue
+        try:
+            group_id = group.decode()
+        except UnicodeDecodeError as exc:
+            bury(conn, st, seq, now, f"undecodable group_id: {exc}")
             continue
         try:
             event = spec.event_type.model_validate_json(raw)
         except ValueError as exc:
-            bury(conn, st, seq, group_id, now, f"undecodable event: {exc}")
+            bury(conn, st, seq, now, f"undecodable event: {exc}")
             continue
         token = _tokens.next()
         locked_by = f"{spec.worker_id}#{token}"
         conn.execute(st.touch_group, {"now": now, "group_id": group_id})
         conn.execute(
-            st.lease, {"locked_by": locked_by, "expiry": now + spec.visibility, "seq": seq}
+            st.lease,
+            {
+                "locked_by": locked_by,
+                "expiry": now + spec.visibility,
+                "deliveries": deliveries + 1,
+                "seq": seq,
+            },
         )
         return Lease(seq, group_id, event, spec.worker_id, token, deliveries + 1)
 
 
-def bury(
-    conn: sqlite3.Connection, st: Statements, seq: int, group_id: str, now: float, error: str
-) -> None:
-    """Move message ``seq`` to the dead table with ``error`` (inside the caller's transaction)."""
+def bury(conn: sqlite3.Connection, st: Statements, seq: int, now: float, error: str) -> None:
+    """Move message ``seq`` to the dead table with ``error`` (inside the caller's transaction),
+    by ``seq`` alone: whatever its other columns hold, it is moved as it is."""
     conn.execute(st.bury, {"seq": seq, "error": error[:_MAX_ERROR], "now": now})
     conn.execute(st.delete_any, {"seq": seq})
-    conn.execute(st.drop_group_if_empty, {"group_id": group_id})
+    conn.execute(st.drop_group_of_dead, {"seq": seq})
+
+
+def give_back(conn: sqlite3.Connection, st: Statements, lease: Lease[Any]) -> bool:
+    """Undo a claim whose caller never received the lease: the message is free again and its
+    delivery is not counted. ``False`` if the lease was lost meanwhile."""
+    params = {"seq": lease.seq, "locked_by": lease.locked_by, "deliveries": lease.deliveries - 1}
+    with write(conn):
+        return conn.execute(st.give_back, params).rowcount == 1
 
 
 def ack(conn: sqlite3.Connection, st: Statements, lease: Lease[Any]) -> bool:
@@ -259,5 +292,5 @@ def dead_letter(
         fence = {"seq": lease.seq, "locked_by": lease.locked_by}
         if conn.execute(st.holds, fence).fetchone() is None:
             return False
-        bury(conn, st, lease.seq, lease.group_id, clock(), reason)
+        bury(conn, st, lease.seq, clock(), reason)
         return True

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from contextlib import closing
 from typing import Any
 
-from harel_sa import frozen
+from harel_sa import frozen, watch
 from harel_sa.connect import connect_read_only, display, file_of, sqlite_url
 from harel_sa.core import Options
-from harel_sa.errors import NotADatabaseError, ReadOnlyError, SchemaError
+from harel_sa.errors import NotADatabaseError, ReadOnlyError, SchemaError, StorageError
 from harel_sa.operations import storage_errors, translate, write
 from harel_sa.schema import DEFAULT_PREFIX, HEAD_REVISION, Names
 from harel_sa.state import State, read
@@ -28,31 +29,34 @@ def run(conn: sqlite3.Connection, options: Options[Any], create_schema: bool, wh
     """Everything a transport does at open: :func:`prepare`, then ensure or check the schema."""
     try:
         prepare(conn, options.busy_timeout, options.synchronous, wal=create_schema)
-    except (NotADatabaseError, ReadOnlyError) as exc:
+    except StorageError as exc:
         raise type(exc)(f"cannot open {where}: {exc}") from exc  # name the file
     if create_schema:
         ensure_schema(conn, options.names, where)
     else:
         check_schema(conn, options.names, where)
-        use_wal(conn)  # only once the file is known to hold this queue: never someone else's
+        use_wal(conn, options.busy_timeout)  # only once the file is known to hold this queue
 
 
 def prepare(
     conn: sqlite3.Connection, busy_timeout: float, synchronous: str, *, wal: bool = True
 ) -> None:
-    """Autocommit mode (transactions are driven by hand), ``busy_timeout``, durability, and
-    (with ``wal``) WAL: see :func:`use_wal`.
+    """Autocommit mode (transactions are driven by hand), ``busy_timeout``, durability,
+    ``journal_size_limit``, and (with ``wal``) WAL: see :func:`use_wal`.
 
-    Refuses a file that is not a SQLite database with :class:`~harel_sa.NotADatabaseError`.
+    Errors are typed by SQLite's result code: only a file that is not a SQLite database gets
+    :class:`~harel_sa.NotADatabaseError`; a full disk gets :class:`~harel_sa.StorageFullError`
+    and a lock held past ``busy_timeout`` :class:`~harel_sa.BusyError`.
     """
     conn.isolation_level = None
     with storage_errors():
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
     readable(conn)
     with storage_errors():
+        conn.execute(f"PRAGMA journal_size_limit = {watch.WAL_LIMIT}").fetchone()
         conn.execute(f"PRAGMA synchronous = {synchronous}")
     if wal:
-        use_wal(conn)
+        use_wal(conn, busy_timeout)
 
 
 #: SQLITE_READONLY_DIRECTORY: reading a WAL file needs its -shm, which cannot be created here.
@@ -62,7 +66,7 @@ _READONLY_DIRECTORY = 1544
 def readable(conn: sqlite3.Connection) -> None:
     """Read the schema once, and say exactly why the file cannot be read when it cannot:
     :class:`~harel_sa.NotADatabaseError` for a file that is not a database, and for a WAL file
-    in a directory this user may not write, what SQLite needs."""
+    in a directory this user may not write, what SQLite needs; else the error of its code."""
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
@@ -80,17 +84,32 @@ def readable(conn: sqlite3.Connection) -> None:
         raise translate(exc) from exc
 
 
-def use_wal(conn: sqlite3.Connection) -> None:
+def use_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
     """Switch the file to WAL (it stays so), unless it is already, in memory, or read-only (a
-    ``mode=ro`` connection or a file it may not write: it cannot be switched, nor written)."""
+    ``mode=ro`` connection or a file it may not write: it cannot be switched, nor written).
+
+    Waits up to ``busy_timeout`` while another connection holds a rollback-journal lock, as a
+    ``harel-sa db upgrade`` creating the file does: SQLite answers that switch SQLITE_BUSY at
+    once, without its busy handler, so it is retried here, backing off up to 50 ms.
+    """
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.001
     with storage_errors():
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        if str(mode).lower() not in ("wal", "memory"):
+        if str(mode).lower() in ("wal", "memory"):
+            return
+        while True:
             try:
                 conn.execute("PRAGMA journal_mode = WAL").fetchone()
+                return
             except sqlite3.OperationalError as exc:
-                if getattr(exc, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_READONLY:
+                primary = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+                if primary == sqlite3.SQLITE_READONLY:
+                    return
+                if primary != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
                     raise
+            time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+            pause = min(pause * 2, 0.05)
 
 
 def ensure_schema(conn: sqlite3.Connection, names: Names, where: str) -> None:

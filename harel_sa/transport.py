@@ -69,10 +69,13 @@ class SqliteTransport(Generic[E]):
         return self._where
 
     def _run(self, call: Call[T]) -> T:
+        db = self._db
+        if db is not None:
+            db.watch.before()  # before the lock: one a parent's thread held at fork() stays held
         with self._lock:
             if self._db is None:
                 raise TransportClosedError("the transport is closed")
-            return call(self._db.raw)
+            return self._db.watch.run(call, self._db.raw)
 
     def publish(
         self,
@@ -211,6 +214,11 @@ class SqliteTransport(Generic[E]):
 
     def close(self) -> None:
         """Close the connection; later calls raise :class:`~harel_sa.TransportClosedError`."""
+        db = self._db
+        if db is not None and db.watch.forked:  # the parent's lock and connection: let go
+            self._db = None
+            db.close()
+            return
         with self._lock:
             db, self._db = self._db, None
         if db is not None:

@@ -19,11 +19,19 @@ MAX_PRIORITY = 4
 
 
 def text(name: str, value: object) -> str:
-    """A non-empty ``str``."""
+    """A non-empty ``str`` that can be stored: UTF-8 cannot hold a lone surrogate."""
     if not isinstance(value, str):
         raise InvalidArgumentTypeError(f"{name} must be a str, not {type(value).__name__}")
     if not value:
         raise InvalidArgumentError(f"{name} must not be empty")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgumentError(
+                f"{name} must be valid Unicode text, not {value!r:.80} "
+                f"(a lone surrogate at position {exc.start})"
+            ) from None
     return value
 
 

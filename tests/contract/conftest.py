@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sqlite3
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from harel_sa import SqliteTransport
+from tests.conftest import FakeClock
 
 
 class Blocking:
@@ -57,3 +59,17 @@ def open_queue(request: pytest.FixtureRequest) -> Iterator[OpenQueue]:
     for queue in opened:
         queue.close()
     runner.close()
+
+
+@pytest.fixture
+def q(open_queue: OpenQueue, db: str, clock: FakeClock) -> Any:
+    """A queue of the kind under test on ``db``, its time moved by ``clock``."""
+    return open_queue(db, clock=clock)
+
+
+@pytest.fixture
+def raw(q: Any, db: str) -> Iterator[sqlite3.Connection]:
+    """A plain sqlite3 connection on the queue's file (autocommit), to read and poke rows."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    yield conn
+    conn.close()

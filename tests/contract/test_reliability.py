@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,19 +25,6 @@ M, G, D = NAMES.messages, NAMES.groups, NAMES.dead
 
 def ev(kind: str, **data: Any) -> Event:
     return Event(kind=kind, data=data)
-
-
-@pytest.fixture
-def q(open_queue: Any, db: str, clock: FakeClock) -> Any:
-    return open_queue(db, clock=clock)
-
-
-@pytest.fixture
-def raw(q: Any, db: str) -> Iterator[sqlite3.Connection]:
-    """A plain sqlite3 connection on the queue's file (autocommit), to read and poke rows."""
-    conn = sqlite3.connect(db, isolation_level=None)
-    yield conn
-    conn.close()
 
 
 def row(raw: sqlite3.Connection, seq: int) -> tuple[Any, ...] | None:

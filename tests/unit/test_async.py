@@ -15,11 +15,9 @@ from tests.conftest import FakeClock
 NAMES = schema_for().names
 
 
-def rows(db: str) -> list[tuple[object, ...]]:
+def rows(db: str, columns: str = "seq, group_id, locked_by") -> list[tuple[object, ...]]:
     with sqlite3.connect(db) as raw:
-        return raw.execute(
-            f"SELECT seq, group_id, locked_by FROM {NAMES.messages} ORDER BY seq"
-        ).fetchall()
+        return raw.execute(f"SELECT {columns} FROM {NAMES.messages} ORDER BY seq").fetchall()
 
 
 def test_gather_claim_ack_publish_claim_on_one_transport(db: str) -> None:
@@ -113,24 +111,51 @@ class GateClock(FakeClock):
             self.gate.wait(10)
         return self.now
 
+    async def cancel_inside(self, task: asyncio.Future[object]) -> None:
+        """Cancel ``task`` while it is inside the driver's transaction, then let it finish."""
+        await asyncio.get_running_loop().run_in_executor(None, self.entered.wait, 10)
+        assert self.entered.is_set()
+        task.cancel()  # the call is inside BEGIN IMMEDIATE in aiosqlite's thread now
+        self.armed = False
+        self.gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        self.entered.clear()
+        self.gate.clear()
 
-def test_a_claim_cancelled_inside_the_driver_gives_its_lease_back_at_once(db: str) -> None:
+
+def deliveries(db: str) -> list[tuple[object, ...]]:
+    return rows(db, "seq, locked_by, lock_expiry, deliveries")
+
+
+def test_claims_cancelled_inside_the_driver_give_their_lease_back_uncounted(db: str) -> None:
+    """A claim (or ack_and_claim) cancelled while the driver runs it commits a lease nobody
+    receives: it is given back at once and its delivery is not counted, so max_deliveries
+    never dead-letters a message no handler saw."""
     clock = GateClock()
 
     async def main() -> None:
         async with await AsyncSqliteTransport.create(db, clock=clock) as t:
             await t.publish("g", Event(kind="only"))
-            clock.armed = True
-            task = asyncio.ensure_future(t.claim("w", 30.0))
-            await asyncio.get_running_loop().run_in_executor(None, clock.entered.wait, 10)
-            task.cancel()  # the claim is inside BEGIN IMMEDIATE in aiosqlite's thread now
-            clock.armed = False
-            clock.gate.set()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            # The lease the driver committed was given back: claimable now, no clock advance.
-            lease = await t.claim("w2", 30.0)
-            assert lease is not None and lease.event.kind == "only"
-            assert lease.deliveries == 2
+            await t.publish("h", Event(kind="first"))
+            for _ in range(4):  # more than max_deliveries
+                clock.armed = True
+                await clock.cancel_inside(
+                    asyncio.ensure_future(t.claim("w", 30.0, max_deliveries=3))
+                )
+                assert [row[1:] for row in deliveries(db)] == [(None, None, 0)] * 2
+            first = await t.claim("w", 30.0, routing_keys=None, max_deliveries=3)
+            assert first is not None and (first.event.kind, first.deliveries) == ("only", 1)
+            for _ in range(2):
+                clock.armed = True  # the ack lands; the claim it fuses is given back
+                await clock.cancel_inside(
+                    asyncio.ensure_future(t.ack_and_claim(first, "w", 30.0, max_deliveries=3))
+                )
+            assert [row[1:] for row in deliveries(db)] == [(None, None, 0)]
+            # Claimable now, no clock advance, and still a first delivery.
+            lease = await t.claim("w2", 30.0, max_deliveries=3)
+            assert lease is not None and (lease.event.kind, lease.deliveries) == ("first", 1)
+            assert await t.ack(lease)
+            assert await t.dead() == []
 
     asyncio.run(main())

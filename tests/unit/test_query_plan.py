@@ -9,7 +9,7 @@ import pytest
 
 from harel_sa import SqliteTransport
 from harel_sa.schema import Names
-from harel_sa.sql import statements_for
+from harel_sa.sql import LOOKAHEAD, statements_for
 
 NAMES = Names()
 BASE_TABLES = {"g", "m", "x", "h"}  # the aliases the claim gives its tables
@@ -73,12 +73,16 @@ def test_lanes_sort_only_their_single_row_winners(db: str, min_priority: int, ke
     assert walks and all(index in d for d in walks), walks
 
 
-def test_the_in_flight_check_reads_the_head_only(db: str) -> None:
+def test_the_in_flight_check_reads_the_head_and_a_bounded_look_ahead_only(db: str) -> None:
     # A deep group costs what a shallow one does: messages are reached only through the head's
-    # MIN(seq) on (group_id, seq) and its rowid, never by a probe over the group's messages.
+    # MIN(seq) on (group_id, seq) and its rowid, plus the next LOOKAHEAD messages after the
+    # head (a range on the same index, cut by LIMIT), never by a probe over the whole group.
     details = [d for _, _, d in plan(db, 0, 0)]
     messages = [d for d in details if re.match(r"(SEARCH|SCAN) [mxh]\b", d)]
     assert sorted(messages) == [
         f"SEARCH h USING COVERING INDEX {NAMES.messages_by_group} (group_id=?)",
-        "SEARCH m USING INTEGER PRIMARY KEY (rowid=?)",
+        "SEARCH m USING INTEGER PRIMARY KEY (rowid=?) LEFT-JOIN",
+        f"SEARCH x USING INDEX {NAMES.messages_by_group} (group_id=? AND seq>?)",
     ], details
+    sql = statements_for(NAMES).claim(0, 0)
+    assert f"ORDER BY x.seq LIMIT {LOOKAHEAD})" in sql
