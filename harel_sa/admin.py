@@ -147,8 +147,9 @@ class AdminStatements:
         self.published = compiled(
             f"SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = '{m}'"
         )
+        worker = raw_text("substr(locked_by, 1, instr(locked_by, '#') - 1)")
         self.by_worker = compiled(
-            f"SELECT {raw_text("substr(locked_by, 1, instr(locked_by, '#') - 1)")}, count(*) "
+            f"SELECT {worker}, count(*) "
             f"FROM {m} AS w WHERE locked_by != '{PARKED}' AND {live_lease('w')} "
             "GROUP BY 1 ORDER BY 1"
         )

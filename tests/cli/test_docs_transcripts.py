@@ -24,6 +24,8 @@ def transcript(name: str) -> list[tuple[list[str], str, int]]:
 
 
 def test_the_db_transcript(cli: Cli, tmp_path: Path) -> None:
+    # the files of the page's own setup script: queue.db at head, old.db behind, mail.db
+    migrations.upgrade(tmp_path / "queue.db")
     migrations.upgrade(tmp_path / "old.db", revision="harel_sa_0002")
     with SqliteTransport(tmp_path / "mail.db") as q:
         q.publish("g", Event(kind="bounce"))
