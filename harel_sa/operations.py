@@ -209,8 +209,8 @@ def _claim(
         except UnicodeDecodeError as exc:
             bury(conn, st, seq, now, f"undecodable group_id: {exc}")
             continue
-        try:
-            event = spec.event_type.model_validate_json(raw)
+        try:  # as text, so an error shows the row as it reads (not UTF-8 is a ValueError too)
+            event = spec.event_type.model_validate_json(raw.decode())
         except ValueError as exc:
             bury(conn, st, seq, now, f"undecodable event: {exc}")
             continue

@@ -26,6 +26,11 @@ def stranded(raw: sqlite3.Connection, names: Names | None = None) -> dict[str, i
     }
 
 
+def stranded_names() -> tuple[str, ...]:
+    """The kinds of stranded rows :func:`stranded` counts."""
+    return ("message without group", "group without message", "locked without expiry")
+
+
 def assert_nothing_stranded(raw: sqlite3.Connection) -> None:
     found = stranded(raw)
     assert not any(found.values()), found

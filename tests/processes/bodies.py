@@ -443,8 +443,12 @@ def first_handlings(items: Iterable[Handling]) -> dict[str, list[Handling]]:
 
 
 def stranded(path: str) -> dict[str, int]:
-    """Rows no claim can reach or that say a group is busy with nothing in it."""
+    """Rows no claim can reach or that say a group is busy with nothing in it (none yet when
+    every process of a round was killed before one of them made the tables: a loaded machine)."""
     with sqlite3.connect(path, timeout=60) as raw:
+        made = raw.execute("SELECT count(*) FROM sqlite_master WHERE name = ?", (M,)).fetchone()
+        if not made[0]:
+            return dict.fromkeys(checks.stranded_names(), 0)
         return checks.stranded(raw)
 
 
