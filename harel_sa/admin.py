@@ -59,13 +59,14 @@ class Stats(_Frozen):
     in_flight: int
     parked: int
     dead: int
-    #: Seconds since the oldest message's event was created (``created_time``), if it says.
+    #: Seconds since the oldest message was enqueued (or, for a row another program wrote, since
+    #: its event's ``created_time``, if it says).
     oldest_age: float | None
     by_priority: list[PriorityBucket]
     by_routing_key: list[RoutingBucket]
     #: Messages neither leased nor parked (some may wait behind their group's head).
     ready: int = 0
-    #: Seconds since the oldest ready message's event was created, if it says.
+    #: The same for the oldest ready message.
     oldest_ready_age: float | None = None
     #: Messages ever published under the prefix (the last seq given out).
     published: int = 0
@@ -121,11 +122,15 @@ class AdminStatements:
         self.groups = compiled(f"SELECT count(*) FROM {g}")
         self.dead_count = compiled(f"SELECT count(*) FROM {d}")
         created = "json_extract(event, '$.created_time')"
+        # When the message was enqueued (harel_sa's publish), else when its event says it was
+        # created (rows other programs wrote): a number, or ISO-8601 text as bytes.
+        since = (
+            f"COALESCE({number_or_null('enqueued_at')}, CASE WHEN typeof(event) != 'text' THEN "
+            f"NULL WHEN NOT json_valid(event) THEN NULL WHEN typeof({created}) IN "
+            f"('integer', 'real') THEN {created} ELSE {raw_text(created)} END)"
+        )
         self.oldest = compiled(
-            "SELECT CASE WHEN typeof(event) != 'text' THEN NULL "
-            "WHEN NOT json_valid(event) THEN NULL "
-            f"WHEN typeof({created}) IN ('integer', 'real') THEN {created} "
-            f"ELSE {raw_text(created)} END FROM {m} ORDER BY seq LIMIT 1"
+            f"SELECT {since} FROM {m} ORDER BY seq LIMIT 1"
         )
         by = (
             "SELECT {0}, count(DISTINCT g.group_id), count(m.seq) FROM {1} AS g "
@@ -138,11 +143,7 @@ class AdminStatements:
             f"{number_or_null('lock_expiry')}, {count_of('deliveries')}"
         )
         self.oldest_ready = compiled(
-            "SELECT CASE WHEN typeof(event) != 'text' THEN NULL "
-            "WHEN NOT json_valid(event) THEN NULL "
-            f"WHEN typeof({created}) IN ('integer', 'real') THEN {created} "
-            f"ELSE {raw_text(created)} END FROM {m} AS r WHERE NOT ({live_lease('r')}) "
-            "ORDER BY seq LIMIT 1"
+            f"SELECT {since} FROM {m} AS r WHERE NOT ({live_lease('r')}) ORDER BY seq LIMIT 1"
         )
         self.published = compiled(
             f"SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = '{m}'"

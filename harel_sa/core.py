@@ -64,7 +64,7 @@ class Calls(Generic[E]):
         self, group_id: object, event: object, priority: object, routing_key: object
     ) -> Call[None]:
         row = self._row(group_id, event, priority, routing_key)
-        return partial(ops.publish, st=self.st, rows=[row])
+        return partial(ops.publish, st=self.st, clock=self.options.clock, rows=[row])
 
     def publish_many(self, items: object, priority: object, routing_key: object) -> Call[None]:
         if isinstance(items, str | bytes) or not isinstance(items, Iterable):
@@ -76,7 +76,7 @@ class Calls(Generic[E]):
                     f"each item must be a (group_id, event) tuple, not {item!r:.80}"
                 )
             rows.append(self._row(item[0], item[1], priority, routing_key))
-        return partial(ops.publish, st=self.st, rows=rows)
+        return partial(ops.publish, st=self.st, clock=self.options.clock, rows=rows)
 
     def _row(
         self, group_id: object, event: object, priority: object, routing_key: object

@@ -111,6 +111,21 @@ REVISIONS: tuple[tuple[str, tuple[Statement, ...]], ...] = (
             ),
         ),
     ),
+    (
+        "harel_sa_0005",
+        (
+            Statement(
+                "ALTER TABLE {p}_transport_messages ADD COLUMN enqueued_at REAL",
+                unless_column=("{p}_transport_messages", "enqueued_at"),
+            ),
+            Statement("DROP INDEX IF EXISTS {p}_transport_groups_by_routing_key"),
+            Statement(
+                "CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_routing_key "
+                "ON {p}_transport_groups (routing_key, last_claimed_at) "
+                "WHERE routing_key IS NOT NULL"
+            ),
+        ),
+    ),
 )
 
 #: The version table exactly as Alembic creates it online (so both paths leave the same file;

@@ -136,15 +136,18 @@ os.register_at_fork(after_in_child=_tokens.reseed)
 def publish(
     conn: sqlite3.Connection,
     st: Statements,
+    clock: Clock,
     rows: list[tuple[str, str, int, str | None]],
 ) -> None:
-    """Append ``(group_id, event_json, priority, routing_key)`` rows, all in one transaction.
+    """Append ``(group_id, event_json, priority, routing_key)`` rows, all in one transaction,
+    each enqueued at the clock's now.
 
     A message and its group row commit together: no crash leaves a message without a group.
     """
     with write(conn):
+        now = clock()
         for group_id, event, priority, routing_key in rows:
-            conn.execute(st.insert_message, {"group_id": group_id, "event": event})
+            conn.execute(st.insert_message, {"group_id": group_id, "event": event, "now": now})
             conn.execute(
                 st.insert_group,
                 {"group_id": group_id, "priority": priority, "routing_key": routing_key},

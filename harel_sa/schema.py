@@ -28,7 +28,7 @@ from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 SCHEMA_VERSION = 4
 
 #: The newest harel_sa Alembic revision; a test holds it equal to the revisions' head.
-HEAD_REVISION = "harel_sa_0004"
+HEAD_REVISION = "harel_sa_0005"
 
 DEFAULT_PREFIX = "harel"
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,29}")
@@ -129,6 +129,7 @@ def _schema(prefix: str) -> Schema:
         Column("locked_by", Text),
         Column("lock_expiry", REAL),
         Column("deliveries", Integer, nullable=False, server_default=text("0")),
+        Column("enqueued_at", REAL),  # when harel_sa's publish committed it; NULL from others
         sqlite_autoincrement=True,
     )
     groups = Table(
@@ -152,7 +153,14 @@ def _schema(prefix: str) -> Schema:
         Column("routing_key", Text),
     )
     Index(names.groups_by_last_claimed, groups.c.last_claimed_at)
-    Index(names.groups_by_routing_key, groups.c.routing_key, groups.c.last_claimed_at)
+    # Only groups with a routing key: a routed claim walks no other, and claiming one without
+    # a key (the common group) costs no write of this index.
+    Index(
+        names.groups_by_routing_key,
+        groups.c.routing_key,
+        groups.c.last_claimed_at,
+        sqlite_where=groups.c.routing_key.isnot(None),
+    )
     # Only groups above priority 0 are indexed: the common group costs no index write per claim,
     # and a claim with a priority floor (> 0) never needs the others.
     Index(

@@ -74,7 +74,7 @@ class Statements:
         self.names = names
         m, g, d = names.messages, names.groups, names.dead
         self.insert_message = compiled(
-            f"INSERT INTO {m} (group_id, event) VALUES (:group_id, :event)"
+            f"INSERT INTO {m} (group_id, event, enqueued_at) VALUES (:group_id, :event, :now)"
         )
         # The first publish of a group fixes its priority and routing key until it drains.
         self.insert_group = compiled(

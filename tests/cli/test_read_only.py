@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harel_sa import Event, SqliteTransport, migrations
+from harel_sa import HEAD_REVISION, Event, SqliteTransport, migrations
 from tests.cli.conftest import ROOT, Cli, as_json, one_line_error
 
 READERS = [
@@ -236,4 +236,4 @@ def test_the_transport_reads_a_read_only_file_and_refuses_writes(locked_dir: Pat
         check=False,
     )
     assert done.stdout.split() == ["1", "ReadOnlyError"], done.stderr
-    assert migrations.current(path) == ("harel_sa_0004",)
+    assert migrations.current(path) == (HEAD_REVISION,)

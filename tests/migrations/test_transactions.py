@@ -37,8 +37,8 @@ BOOM = textwrap.dedent(
     import sqlalchemy as sa
     from alembic import op
 
-    revision = "harel_sa_0005"
-    down_revision = "harel_sa_0004"
+    revision = "harel_sa_0006"
+    down_revision = "harel_sa_0005"
     branch_labels = None
     depends_on = None
 
@@ -58,12 +58,12 @@ BOOM = textwrap.dedent(
 
 @pytest.fixture
 def broken_scripts(tmp_path: Path) -> Path:
-    """A copy of harel_sa's migrations directory with a failing ``harel_sa_0005`` on top."""
+    """A copy of harel_sa's migrations directory with a failing ``harel_sa_0006`` on top."""
     copy = tmp_path / "broken_migrations"
     shutil.copytree(
         REPO / "migrations", copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
     )
-    (copy / "versions" / "harel_sa_0005_boom.py").write_text(BOOM)
+    (copy / "versions" / "harel_sa_0006_boom.py").write_text(BOOM)
     return copy
 
 
@@ -98,7 +98,7 @@ def test_a_revision_that_raises_half_way_leaves_schema_rows_and_version_as_befor
     with pytest.raises(RuntimeError, match="boom half-way"):
         command.upgrade(broken_config(path, broken_scripts), "heads")
 
-    # Not only 0005's table and row changes: every revision this run applied before it
+    # Not only 0006's table and row changes: every revision this run applied before it
     # (0001-0004 from an empty or unversioned file, 0003-0004 from 0002) is undone too.
     assert sqlite_master(path) == schema
     assert snapshot(path) == rows
@@ -143,6 +143,7 @@ REVISIONS = [
     ("harel_sa_0002", "harel_sa_0001"),
     ("harel_sa_0003", "harel_sa_0002"),
     ("harel_sa_0004", "harel_sa_0003"),
+    ("harel_sa_0005", "harel_sa_0004"),
 ]
 CRASHES = [
     (rev, down, k) for rev, down in REVISIONS for k in range(1, len(_statements_of(rev, down)) + 1)
