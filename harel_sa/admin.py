@@ -129,9 +129,7 @@ class AdminStatements:
             f"NULL WHEN NOT json_valid(event) THEN NULL WHEN typeof({created}) IN "
             f"('integer', 'real') THEN {created} ELSE {raw_text(created)} END)"
         )
-        self.oldest = compiled(
-            f"SELECT {since} FROM {m} ORDER BY seq LIMIT 1"
-        )
+        self.oldest = compiled(f"SELECT {since} FROM {m} ORDER BY seq LIMIT 1")
         by = (
             "SELECT {0}, count(DISTINCT g.group_id), count(m.seq) FROM {1} AS g "
             "LEFT JOIN {2} AS m ON m.group_id = g.group_id GROUP BY 1 ORDER BY 1"

@@ -23,8 +23,9 @@ M, G = "harel_transport_messages", "harel_transport_groups"
 def queue(db: str) -> str:
     """A file with: a leased head (orders-1), a parked message (orders-2, priority 3, key
     gpu), a ready one behind the lease, and a ready group under key gpu."""
+    with SqliteTransport(db, lambda: time.time() - 50) as early:  # enqueued 50 s ago
+        early.publish("orders-1", Event(kind="created"))
     with SqliteTransport(db) as q:  # the real clock: the CLI reads it too
-        q.publish("orders-1", Event(kind="created", created_time=time.time() - 50))
         q.publish("orders-1", Event(kind="paid"))
         q.publish("orders-2", Event(kind="created"), priority=3, routing_key="gpu")
         q.publish("mail-7", Event(kind="send"), routing_key="gpu")

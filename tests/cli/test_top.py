@@ -22,9 +22,11 @@ HANG = 60.0
 
 @pytest.fixture
 def busy(db: str) -> str:
-    """2 ready, 1 leased by billing-1, 1 parked, 1 dead; the oldest ready event is 120 s old."""
+    """2 ready, 1 leased by billing-1, 1 parked, 1 dead; the oldest message (a's leased head)
+    was enqueued 120 s ago, the ready ones just now."""
+    with SqliteTransport(db, lambda: time.time() - 120) as early:
+        early.publish("a", Event(kind="x"))
     with SqliteTransport(db) as q:
-        q.publish("a", Event(kind="x", created_time=time.time() - 120))
         q.publish("a", Event(kind="y"))
         q.publish("b", Event(kind="z"))
         q.publish("c", Event(kind="p"))
@@ -47,13 +49,14 @@ def test_into_a_pipe_it_prints_one_plain_line_per_refresh(cli: Cli, busy: str) -
     for line in lines:
         assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ready=1 leased=2 parked=1 dead=1 ", line)
         assert "workers=billing-1:1,other:1" in line
-        assert "oldest_ready=- " in line  # the old event is a's leased head, not ready
+        # the old message is a's leased head, not ready: the oldest ready one is seconds old
+        assert re.search(r"oldest_ready=\d+\.\ds ", line), line
     assert "in=-" in lines[0] and re.search(r"in=0\.0/s out=0\.0/s", lines[2])
 
 
 def test_rates_count_what_came_in_and_went_out(cli: Cli, db: str) -> None:
-    with SqliteTransport(db) as q:
-        q.publish("a", Event(kind="x", created_time=time.time() - 120))
+    with SqliteTransport(db, lambda: time.time() - 120) as early:  # enqueued 120 s ago
+        early.publish("a", Event(kind="x"))
     top = subprocess.Popen(
         [sys.executable, "-m", "harel_sa", "top", "--db", db, "--interval", "0.3"],
         stdout=subprocess.PIPE,
