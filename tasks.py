@@ -24,7 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 PYPROJECT = ROOT / "pyproject.toml"
-TEST_EXTRAS = "dev,harel,metrics,top"  # what the tests import: the docs test runs every block
+# What the tests import: the docs test runs every block; tests/postgres needs psycopg.
+TEST_EXTRAS = "dev,harel,metrics,top,postgres"
+LOWEST_EXTRAS = ("postgres",)  # extras whose lower bounds test-lowest pins with the runtime ones
 
 
 class Env:
@@ -57,9 +59,14 @@ class Env:
 
 
 def lowest_pins() -> list[str]:
-    """``name==version`` for every runtime dependency's lower bound in pyproject.toml."""
+    """``name==version`` for the lower bound of every runtime dependency in pyproject.toml and
+    of every dependency of the extras in ``LOWEST_EXTRAS``."""
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    specs = list(project["dependencies"])
+    for extra in LOWEST_EXTRAS:
+        specs += project["optional-dependencies"][extra]
     pins = []
-    for spec in tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]:
+    for spec in specs:
         found = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?>=([^,;\s]+)", spec)
         if found is None:
             sys.exit(f"tasks.py: {spec!r} has no plain lower bound to pin")

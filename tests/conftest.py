@@ -1,10 +1,15 @@
-"""Fixtures every test kind shares: a database file on disk and a clock the test moves."""
+"""Fixtures every test kind shares: a database file on disk, a clock the test moves, and a
+PostgreSQL server with a fresh database per test (``pg_server``, ``pg_url``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+
+from tests.pg_fixtures import pg_server, pg_url
+
+__all__ = ["pg_server", "pg_url"]  # fixtures, found by pytest under these names
 
 
 class FakeClock:
