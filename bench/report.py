@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import harel_peer
+import pg_bench
 import wal
 from common import BASE, DASH, HAREL, X, fmt, fmt_ratio, med, ratios
 from procs import VARIANTS
@@ -118,6 +119,8 @@ def targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
             )
     if "harel" in r:
         rows += harel_peer.targets(r["harel"])
+    if "pg" in r:
+        rows += pg_bench.targets(r["pg"])
     return rows
 
 
@@ -493,6 +496,7 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
         ("w7", wal.section),
         ("fast", section_fast),
         ("harel", harel_peer.section),
+        ("pg", pg_bench.section),
     ):
         if key in r:
             lines += [*fn(r[key]), ""]

@@ -7,6 +7,9 @@ directory. ``initdb`` refuses to run as root: as root, the server's programs run
 ``postgres`` user (``runuser``). A watchdog process stops the server and removes its directory
 if the process that started it dies without calling :meth:`Cluster.stop` (a SIGKILLed pytest).
 
+:meth:`Cluster.create_database` hands out fresh databases on either (they need psycopg; the
+rest of this module is the standard library alone).
+
 Run as a script (``python tests/pg_cluster.py``) it starts a cluster, prints its URL and keeps
 it until Enter or Ctrl-C: a server to point ``psql`` or ``HAREL_SA_PG_URL`` at while working.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import itertools
 import os
 import pwd
 import shutil
@@ -23,6 +27,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -92,6 +97,7 @@ class Cluster:
     bindir: Path | None = None
     user: str | None = None  # who runs the server's programs (None: this process's user)
     _watchdog: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _numbers: Iterator[int] = field(default_factory=itertools.count, repr=False)
 
     @property
     def data(self) -> Path:
@@ -106,6 +112,24 @@ class Cluster:
     def url_for(self, database: str) -> str:
         """This server's URL with another database name."""
         return database_url(self.url, database)
+
+    def execute(self, sql: str) -> None:
+        """Run one statement on the maintenance database, in autocommit (``CREATE DATABASE``)."""
+        import psycopg  # only the database helpers need it
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def create_database(self, prefix: str = "harel_sa_test") -> str:
+        """A new empty database (a copy of ``template1``, a few tens of milliseconds), named
+        ``<prefix>_<pid>_<n>`` so that sessions sharing a given server never collide; its URL."""
+        name = f"{prefix}_{os.getpid()}_{next(self._numbers)}"
+        self.execute(f'CREATE DATABASE "{name}"')
+        return self.url_for(name)
+
+    def drop_database(self, url: str) -> None:
+        """Drop the database ``url`` names, closing any connection still open on it."""
+        self.execute(f'DROP DATABASE IF EXISTS "{urlsplit(url).path.lstrip("/")}" WITH (FORCE)')
 
     def restart(self) -> None:
         """Stop the server (fast shutdown: every connection is closed) and start it again on

@@ -12,42 +12,15 @@ skip or (with ``HAREL_SA_REQUIRE_PG=1``) a failure.
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import pytest
 
 from tests import pg_cluster
 
 REQUIRE_VARIABLE = "HAREL_SA_REQUIRE_PG"
-
-
-class Server:
-    """The session's PostgreSQL server: hands out fresh databases on it."""
-
-    def __init__(self, cluster: pg_cluster.Cluster, psycopg: Any) -> None:
-        self.cluster = cluster
-        self.url = cluster.url  # its maintenance database, as a superuser (or the given user)
-        self._psycopg = psycopg
-        self._names = (f"harel_sa_test_{os.getpid()}_{n}" for n in itertools.count())
-
-    def execute(self, sql: str) -> None:
-        """Run one statement on the maintenance database, in autocommit (CREATE DATABASE)."""
-        with self._psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(sql)
-
-    def create_database(self) -> str:
-        """A new empty database (a copy of ``template1``); its ``postgresql://`` URL."""
-        name = next(self._names)
-        self.execute(f'CREATE DATABASE "{name}"')
-        return self.cluster.url_for(name)
-
-    def drop_database(self, url: str) -> None:
-        """Drop the database ``url`` names, closing any connection still open on it."""
-        name = url.split("?", 1)[0].rsplit("/", 1)[1]
-        self.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _unavailable(reason: str) -> NoReturn:
@@ -57,7 +30,9 @@ def _unavailable(reason: str) -> NoReturn:
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[Server]:
+def pg_server() -> Iterator[pg_cluster.Cluster]:
+    """The session's server (``.url``: its maintenance database as a superuser;
+    ``.create_database()``); ``.home`` is None when ``HAREL_SA_PG_URL`` names it."""
     try:
         import psycopg
     except ImportError:
@@ -67,18 +42,17 @@ def pg_server() -> Iterator[Server]:
     except (pg_cluster.Unavailable, pg_cluster.StartError) as exc:
         _unavailable(str(exc))
     try:
-        server = Server(cluster, psycopg)
         try:
-            server.execute("SELECT 1")
+            cluster.execute("SELECT 1")
         except psycopg.Error as exc:
             _unavailable(f"the server at {cluster.url} does not answer: {exc}")
-        yield server
+        yield cluster
     finally:
         cluster.stop()
 
 
 @pytest.fixture
-def pg_url(pg_server: Server) -> Iterator[str]:
+def pg_url(pg_server: pg_cluster.Cluster) -> Iterator[str]:
     """A fresh empty database for this test, as a ``postgresql://`` URL."""
     url = pg_server.create_database()
     yield url

@@ -17,7 +17,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests import pg_cluster
-from tests.pg_fixtures import REQUIRE_VARIABLE, Server, _unavailable
+from tests.pg_cluster import Cluster
+from tests.pg_fixtures import REQUIRE_VARIABLE, _unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 _databases_seen: set[str] = set()
@@ -32,9 +33,9 @@ def _wait_until(what: str, done: Callable[[], bool], timeout: float = 30.0) -> N
 
 
 @pytest.fixture
-def own_cluster_only(pg_server: Server) -> None:
+def own_cluster_only(pg_server: Cluster) -> None:
     """For tests of the throw-away cluster itself: not for a server named by HAREL_SA_PG_URL."""
-    if pg_server.cluster.home is None:
+    if pg_server.home is None:
         pytest.skip(f"{pg_cluster.URL_VARIABLE} names the server: no throw-away cluster here")
 
 
@@ -48,12 +49,12 @@ def server_programs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     yield folder
 
 
-def test_server_answers_with_durable_commits(pg_server: Server) -> None:
+def test_server_answers_with_durable_commits(pg_server: Cluster) -> None:
     print(f"server: {pg_server.url}")  # read by test_the_session_stops_its_cluster_...
     with psycopg.connect(pg_server.url) as conn:
         version = conn.execute("SELECT current_setting('server_version_num')::int").fetchone()
         assert version is not None and version[0] >= 130000
-        if pg_server.cluster.home is not None:  # the throw-away cluster: as pg_cluster says
+        if pg_server.home is not None:  # the throw-away cluster: as pg_cluster says
             settings = dict(
                 conn.execute(
                     "SELECT name, setting FROM pg_settings WHERE name IN "
@@ -102,7 +103,7 @@ def test_url_works_with_psycopg_and_sqlalchemy(pg_url: str) -> None:
     assert asyncio.run(read()) == 7
 
 
-def test_dropping_a_database_closes_its_connections(pg_server: Server) -> None:
+def test_dropping_a_database_closes_its_connections(pg_server: Cluster) -> None:
     url = pg_server.create_database()
     name = url.split("?")[0].rsplit("/", 1)[1]
     held = psycopg.connect(url)
@@ -118,14 +119,14 @@ def test_dropping_a_database_closes_its_connections(pg_server: Server) -> None:
 
 
 def test_restart_closes_connections_and_keeps_data(
-    pg_server: Server, pg_url: str, own_cluster_only: None
+    pg_server: Cluster, pg_url: str, own_cluster_only: None
 ) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE kept (x int)")
         conn.execute("INSERT INTO kept VALUES (1)")
     before = psycopg.connect(pg_url, autocommit=True)
     try:
-        pg_server.cluster.restart()
+        pg_server.restart()
         with pytest.raises(psycopg.OperationalError):
             before.execute("SELECT 1")
     finally:
