@@ -23,7 +23,8 @@ def verdict(ok: bool) -> str:
 
 
 def targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(target, figures, verdict) for each target of issues 6, 3 and 12 that this run measured."""
+    """(target, figures, verdict) for each target of issues 6, 3, 12 and 15 that this run
+    measured."""
     rows: list[tuple[str, str, str]] = []
     if "w1" in r:
         x = ratios(r["w1"]["FULL"]["drain"][HAREL], r["w1"]["FULL"]["drain"][BASE])
@@ -478,7 +479,7 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
         "",
         *_table(["", ""], [[k, v] for k, v in env.items()]),
         "",
-        "## Targets (issues 6, 3 and 12)",
+        "## Targets (issues 6, 3, 12 and 15)",
         "",
         *_table(
             ["target", f"figures (median (min{DASH}max))", "verdict"],
