@@ -1,9 +1,10 @@
 """Crash test: producers and workers on one file, SIGKILLed over many rounds, then drained.
 
 Each round starts every process (a new incarnation each time), kills one at a random moment
-every few hundred milliseconds and restarts whatever died, then kills them all at once and
-checks the file. Besides the random kills, most incarnations are told to kill themselves at a
-chosen point (``bodies.PRODUCER_POINTS``/``WORKER_POINTS``): between the statements of a
+every few hundred milliseconds and restarts whatever died, gives the incarnations with a plan
+a little longer to reach it, then kills them all at once and checks the file. Besides the
+random kills (of incarnations without a plan), most incarnations are told to kill themselves
+at a chosen point (``bodies.PRODUCER_POINTS``/``WORKER_POINTS``): between the statements of a
 publish, a claim or an ack, just before their COMMIT, right after they returned, in the middle
 of handling, in a heartbeat. Incarnations alternate ``synchronous`` FULL and NORMAL: a process
 crash loses nothing with either. Leases last ``VIS`` seconds of real time (the one place real
@@ -63,6 +64,7 @@ class Fleet:
             "worker": list(bodies.WORKER_POINTS),
         }
         self.next_point = Counter[str]()
+        self.planned: set[int] = set()  # slots whose incarnation is to kill itself at a point
         self.landed: set[tuple[str, str]] = set()  # the planned kills seen in the logs so far
         self.external_kills: Counter[str] = Counter()
         self.bad_exits: list[str] = []
@@ -113,6 +115,10 @@ class Fleet:
                 seed=seed,
             )
         self.phases[slot] = 0
+        if cfg.plan is None:
+            self.planned.discard(slot)
+        else:
+            self.planned.add(slot)
         proc = self.ctx.Process(target=target, args=(cfg,), name=f"slot{slot}.{inc}")  # type: ignore[attr-defined]
         proc.start()
         self.procs[slot] = proc
@@ -134,12 +140,25 @@ class Fleet:
                 self.start(slot)
 
     def kill_one(self) -> None:
-        slot = self.rng.choice(sorted(self.procs))
+        # Incarnations with a plan are left to reach their point: on a loaded machine random
+        # kills would otherwise end most of them before they get there.
+        unplanned = sorted(set(self.procs) - self.planned)
+        if not unplanned:
+            return
+        slot = self.rng.choice(unplanned)
         role = "producer" if slot < PRODUCERS else "worker"
         phase = PHASES[self.phases[slot]]
         if self.procs[slot].is_alive():
             os.kill(self.procs[slot].pid, signal.SIGKILL)
             self.external_kills[f"{role} {phase}"] += 1
+
+    def wait_for_planned(self, timeout: float) -> None:
+        """Give the planned incarnations still alive up to ``timeout`` to kill themselves."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and any(
+            self.procs[slot].is_alive() for slot in self.planned if slot in self.procs
+        ):
+            time.sleep(0.05)
 
     def kill_all(self) -> None:
         for slot, proc in list(self.procs.items()):
@@ -175,6 +194,7 @@ def test_producers_and_workers_killed_at_random_moments_lose_nothing(
                 time.sleep(rng.uniform(0.1, 0.5))
                 fleet.restart_dead()
                 fleet.kill_one()
+            fleet.wait_for_planned(ROUND_SECONDS)
             fleet.kill_all()  # everyone dies at once: the file is as crashes leave it
             fleet.landed = set(bodies.kills(logs))
             assert bodies.stranded(path) == {
