@@ -11,10 +11,10 @@ The rule:
 - A block whose lines start with ``$ `` is a shell session: each ``$`` line runs with bash
   (stdout and stderr together, unbuffered); the lines after it, up to the next ``$``, are what
   it prints, and a line ``(exit N)`` is the status it ends with (0 when none is shown). The
-  shown output is compared where it is stable: line by line, with every number, every hex id
-  and every run of spaces read as "some number", "some id", "some spacing" (times, counts,
-  ids and column widths change from run to run; words, columns, states and line counts do
-  not). A line ``...`` stands for any lines.
+  shown output is compared where it is stable: line by line, with every duration, every
+  number, every hex id and every run of spaces read as "some duration", "some number", "some
+  id", "some spacing" (ages, times, counts, ids and column widths change from run to run;
+  words, columns, states and line counts do not). A line ``...`` stands for any lines.
 - A ``sh`` block without prompts is a list of commands, each run in order; each must exit 0.
 - A block right after ``<!-- file: NAME -->`` is written to NAME in the directory (the text
   says "save it as NAME"), and run as well when it is Python.
@@ -89,7 +89,9 @@ def environment() -> dict[str, str]:
 
 def normal(line: str) -> str:
     """A line as compared: ids, numbers and spacing abstracted (see the module docstring)."""
-    line = re.sub(r"\d+\.\d+", "<n>", line)  # first: a long fraction is not an id
+    # first: an age's units depend on how long the page took to run (0.5s, 1m41s, 2h3m)
+    line = re.sub(r"\b(?:\d+(?:\.\d+)?[dhms])+\b", "<t>", line)
+    line = re.sub(r"\d+\.\d+", "<n>", line)  # then: a long fraction is not an id
     line = re.sub(r"[0-9a-f]{12,}", "<id>", line)
     line = re.sub(r"\d+", "<n>", line)
     return " ".join(line.split())
