@@ -129,8 +129,8 @@ class AsyncSqliteTransport(Generic[E]):
         """Open the transport; the schema is created, upgraded or checked as in the sync one."""
         options = Options(prefix, clock, busy_timeout, event_type, synchronous)
         driver = await _Driver.open(path, options.busy_timeout, create_schema)
+        o = options
         try:
-            o = options
             await driver.run(
                 lambda raw: startup.run(
                     raw, o.names, o.busy_timeout, o.synchronous, create_schema, driver.where
