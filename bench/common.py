@@ -14,7 +14,7 @@ from typing import Any
 from baseline import BaselineTransport
 
 from harel_sa import Event, Names, SqliteTransport
-from harel_sa.sql import statements_for
+from harel_sa.sqlite.statements import statements_for
 
 HAREL = "harel_sa"
 BASE = "baseline"

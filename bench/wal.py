@@ -36,7 +36,8 @@ def _poll(db: str, ready: Any, stop: Any, polls: Any) -> None:
 
 
 def _produce(db: str, seconds: float, forced: bool, out: Any) -> None:
-    from harel_sa import SqliteTransport, watch
+    from harel_sa import SqliteTransport
+    from harel_sa.sqlite import watch
 
     if not forced:
         watch.WAL_CHECK_EVERY = 1 << 62  # never look at the log's size
@@ -74,7 +75,7 @@ def _one(cfg: Config, variant: str, seconds: float) -> dict[str, float]:
 
 
 def w7_wal(cfg: Config) -> dict[str, Any]:
-    from harel_sa import watch
+    from harel_sa.sqlite import watch
 
     seconds = 2.0 if cfg.quick else 8.0
     out: dict[str, Any] = {"seconds": seconds, "limit": watch.WAL_LIMIT}

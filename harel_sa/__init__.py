@@ -5,15 +5,6 @@ Producers ``publish`` events into groups; workers ``claim`` a group's head under
 across groups, with a priority floor and routing keys.
 """
 
-from harel_sa.admin import (
-    Bucket,
-    DeadMessage,
-    PriorityBucket,
-    QueuedMessage,
-    RoutingBucket,
-    Stats,
-)
-from harel_sa.aio import AsyncSqliteTransport
 from harel_sa.errors import (
     BusyError,
     DatabaseReplacedError,
@@ -30,8 +21,17 @@ from harel_sa.errors import (
     TransportClosedError,
 )
 from harel_sa.events import Event, Lease
-from harel_sa.schema import HEAD_REVISION, SCHEMA_VERSION, Names, metadata, schema_for
-from harel_sa.transport import SqliteTransport
+from harel_sa.models import (
+    Bucket,
+    DeadMessage,
+    PriorityBucket,
+    QueuedMessage,
+    RoutingBucket,
+    Stats,
+)
+from harel_sa.schema import HEAD_REVISION, Names, metadata, schema_for
+from harel_sa.sqlite.aio import AsyncSqliteTransport
+from harel_sa.sqlite.transport import SqliteTransport
 from harel_sa.worker import AsyncWorker, DeadLetter, Retry, Worker
 
 
@@ -50,7 +50,6 @@ def __getattr__(name: str) -> str:
 
 __all__ = [
     "HEAD_REVISION",
-    "SCHEMA_VERSION",
     "AsyncSqliteTransport",
     "AsyncWorker",
     "Bucket",

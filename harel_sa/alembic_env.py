@@ -17,8 +17,8 @@ from alembic.config import Config
 from alembic.util import CommandError
 from sqlalchemy import Connection, Engine, NullPool, create_engine, event
 
-from harel_sa.connect import sqlite_url
 from harel_sa.schema import DEFAULT_PREFIX, Names, metadata
+from harel_sa.sqlite.connection import sqlite_url
 from harel_sa.state import read
 
 PREFIX_OPTION = "harel_sa_prefix"

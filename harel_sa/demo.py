@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from harel_sa.errors import BusyError
 from harel_sa.events import Event, Lease
-from harel_sa.transport import SqliteTransport
+from harel_sa.sqlite.transport import SqliteTransport
 from harel_sa.worker import Worker
 
 _READY_TIMEOUT = 120.0

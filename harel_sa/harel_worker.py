@@ -21,7 +21,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-from harel_sa.aio import AsyncSqliteTransport
+from harel_sa.sqlite.aio import AsyncSqliteTransport
 
 
 async def open_transport(config: Any) -> Any:

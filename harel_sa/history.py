@@ -23,7 +23,7 @@ from alembic.util import CommandError
 from harel_sa.alembic_env import FORCE_OPTION, PREFIX_OPTION, sync_url
 from harel_sa.errors import InvalidArgumentError
 from harel_sa.schema import DEFAULT_PREFIX, Names
-from harel_sa.startup import read_target
+from harel_sa.sqlite.startup import read_target
 from harel_sa.state import State
 
 #: Where the revisions are, as a package resource for a host's ``version_locations``.
@@ -143,7 +143,7 @@ def resolve(revision: str) -> str:
 def state(
     target: object, *, prefix: str = DEFAULT_PREFIX, version_table: str | None = None
 ) -> State:
-    """:func:`harel_sa.startup.read_target` of ``target`` (an Engine: of its URL)."""
+    """:func:`harel_sa.sqlite.startup.read_target` of ``target`` (an Engine: of its URL)."""
     return read_target(sync_url(target), prefix=prefix, version_table=version_table)
 
 

@@ -34,7 +34,7 @@ except ImportError as missing:  # pragma: no cover - the extra is not installed
         "harel_sa.metrics needs prometheus_client: pip install 'harel-sa[metrics]'"
     ) from missing
 
-from harel_sa.admin import Stats
+from harel_sa.models import Stats
 from harel_sa.worker import Observer, WorkerStats
 
 __all__ = ["QueueCollector", "WorkerMetrics", "serve"]

@@ -24,9 +24,6 @@ from sqlalchemy import (
 
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 
-#: The harel engine's schema counter; version 4 is the one with ``routing_key``.
-SCHEMA_VERSION = 4
-
 #: The newest harel_sa Alembic revision; a test holds it equal to the revisions' head.
 HEAD_REVISION = "harel_sa_0005"
 

@@ -18,7 +18,7 @@ from harel_sa.events import Lease
 MAX_PRIORITY = 4
 
 
-def text(name: str, value: object) -> str:
+def required_text(name: str, value: object) -> str:
     """A non-empty ``str`` that can be stored: UTF-8 cannot hold a lone surrogate."""
     if not isinstance(value, str):
         raise InvalidArgumentTypeError(f"{name} must be a str, not {type(value).__name__}")
@@ -36,7 +36,7 @@ def text(name: str, value: object) -> str:
 
 
 def optional_text(name: str, value: object) -> str | None:
-    return None if value is None else text(name, value)
+    return None if value is None else required_text(name, value)
 
 
 def seconds(name: str, value: object, *, allow_zero: bool) -> float:
@@ -90,7 +90,7 @@ def routing_keys(value: object) -> tuple[str, ...] | None:
             "routing_keys must be a list or tuple of str (a bare str is ambiguous), "
             f"not {type(value).__name__}"
         )
-    keys = tuple(dict.fromkeys(text("routing key", key) for key in value))
+    keys = tuple(dict.fromkeys(required_text("routing key", key) for key in value))
     if not keys:
         raise InvalidArgumentError("routing_keys must name at least one key (or be None)")
     return keys

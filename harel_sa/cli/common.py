@@ -20,8 +20,8 @@ from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError
 
 from harel_sa import Names, SchemaError, SqliteTransport
-from harel_sa.connect import read_only_url
-from harel_sa.startup import read_target
+from harel_sa.sqlite.connection import read_only_url
+from harel_sa.sqlite.startup import read_target
 from harel_sa.state import State
 
 OK, FAILED, USAGE, SCHEMA, INTERRUPTED = 0, 1, 2, 3, 130

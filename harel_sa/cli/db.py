@@ -31,7 +31,7 @@ from harel_sa.cli.common import (
     target,
 )
 from harel_sa.schema import HEAD_REVISION
-from harel_sa.startup import read_target
+from harel_sa.sqlite.startup import read_target
 
 if TYPE_CHECKING:
     from harel_sa.state import State

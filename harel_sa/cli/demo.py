@@ -28,7 +28,7 @@ from harel_sa.cli.common import (
     target,
 )
 from harel_sa.cli.progress import ProgressBar
-from harel_sa.connect import connect_read_only
+from harel_sa.sqlite.connection import connect_read_only
 
 DEFAULT_DB = "harel-demo.db"
 _TABLES = (

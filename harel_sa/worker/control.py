@@ -30,5 +30,5 @@ class DeadLetter(HandlerControl):
     """Give up on this message now: it moves to the dead table with ``reason``."""
 
     def __init__(self, reason: str) -> None:
-        self.reason = validate.text("reason", reason)
+        self.reason = validate.required_text("reason", reason)
         super().__init__(reason)

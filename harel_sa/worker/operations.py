@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from harel_sa.events import Lease
 
 if TYPE_CHECKING:
-    from harel_sa.aio import AsyncSqliteTransport
-    from harel_sa.transport import SqliteTransport
+    from harel_sa.sqlite.aio import AsyncSqliteTransport
+    from harel_sa.sqlite.transport import SqliteTransport
     from harel_sa.worker.options import WorkerOptions
 
 

@@ -81,7 +81,7 @@ class WorkerOptions:
     observer: Observer = field(default_factory=Observer)
 
     def __post_init__(self) -> None:
-        validate.text("worker_id", self.worker_id)
+        validate.required_text("worker_id", self.worker_id)
         validate.seconds("visibility", self.visibility, allow_zero=False)
         validate.count("concurrency", self.concurrency)
         validate.priority("min_priority", self.min_priority)

@@ -20,8 +20,8 @@ from harel_sa.worker.operations import Claim, Done, Operation
 from harel_sa.worker.run import RETURNED, Outcome, outcome_of
 
 if TYPE_CHECKING:
-    from harel_sa.aio import AsyncSqliteTransport
-    from harel_sa.transport import SqliteTransport
+    from harel_sa.sqlite.aio import AsyncSqliteTransport
+    from harel_sa.sqlite.transport import SqliteTransport
 
 
 class SyncDriver(Protocol):

@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Generic, Unpack
 
-from harel_sa.aio import AsyncSqliteTransport
 from harel_sa.errors import InvalidArgumentError
 from harel_sa.events import E, Lease
-from harel_sa.transport import SqliteTransport
+from harel_sa.sqlite.aio import AsyncSqliteTransport
+from harel_sa.sqlite.transport import SqliteTransport
 from harel_sa.worker import programs
 from harel_sa.worker.heartbeat import Heartbeat, LoopProbe
 from harel_sa.worker.options import WorkerKwargs, checked, options_from

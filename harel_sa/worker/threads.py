@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Generic, Unpack
 
 from harel_sa.events import E, Lease
-from harel_sa.transport import SqliteTransport
+from harel_sa.sqlite.transport import SqliteTransport
 from harel_sa.worker import programs
 from harel_sa.worker.heartbeat import Heartbeat
 from harel_sa.worker.options import WorkerKwargs, checked, options_from

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from harel_sa import AsyncSqliteTransport, DatabaseReplacedError, Event, SqliteTransport, schema_for
-from harel_sa.watch import FILE_CHECK_INTERVAL
+from harel_sa.sqlite.watch import FILE_CHECK_INTERVAL
 from tests.processes.bodies import context
 
 M = schema_for().names.messages

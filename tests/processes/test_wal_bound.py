@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harel_sa import Event, SqliteTransport
-from harel_sa import watch as watch_module
+from harel_sa.sqlite import watch as watch_module
 from tests.processes.bodies import context
 
 LIMIT = 1024 * 1024

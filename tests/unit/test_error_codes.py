@@ -30,7 +30,7 @@ from harel_sa import (
     SqliteTransport,
     StorageFullError,
 )
-from harel_sa.operations import translate
+from harel_sa.sqlite.driver import translate
 from tests.unit.test_storage_errors import Twins, drain, snapshot
 
 HANG = 60.0  # a guard against hangs, never a timing assertion

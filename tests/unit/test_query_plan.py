@@ -9,7 +9,7 @@ import pytest
 
 from harel_sa import SqliteTransport
 from harel_sa.schema import Names
-from harel_sa.sql import LOOKAHEAD, statements_for
+from harel_sa.sqlite.statements import LOOKAHEAD, statements_for
 
 NAMES = Names()
 BASE_TABLES = {"g", "m", "x", "h"}  # the aliases the claim gives its tables

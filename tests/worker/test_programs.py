@@ -296,3 +296,23 @@ def test_a_heartbeat_that_runs_late_says_so(caplog: pytest.LogCaptureFixture) ->
         beat.join()
     assert "heartbeat ran" in caplog.text and "late (leases last 0.3s)" in caplog.text
     assert run.stats().lost == 0
+
+
+def test_a_busy_settle_whose_run_ended_meanwhile_counts_the_lease_lost_and_ends() -> None:
+    run, first = new_run(), lease(1)
+    program = p.slot(run)
+    fused = handled(program, claimed(program, first))
+    fused.result = BusyError("database is locked")
+    assert next(program) == Wait(OPTIONS.poll_interval, wake_on_stop=False)
+    run.finish()  # the supervisor ended the run during the pause
+    assert next(program, None) is None  # no retry, and no claim
+    assert run.stats().lost == 1
+
+
+def test_a_stop_during_the_idle_poll_ends_the_slot_without_claiming() -> None:
+    run = new_run()
+    program = p.slot(run)
+    assert claimed(program, None) == Wait(OPTIONS.poll_interval, wake_on_stop=True)
+    run.request_stop()
+    assert next(program, None) is None
+    assert run.stats().claimed == 0

@@ -1,4 +1,10 @@
-"""From a transport's ``target`` (path, URL or engine) to one SQLite driver connection."""
+"""From a transport's ``target`` (path, URL or engine) to one SQLite driver connection.
+
+The steps around a connection's life are written once here for both twins: what is checked
+before connecting (:func:`check_target`) and what is undone before it is closed or given back
+(:func:`end_use`). :class:`SyncConnection` performs them for the sync transport, the async
+transport's driver (:mod:`harel_sa.sqlite.aio`) in aiosqlite's thread.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +23,8 @@ from harel_sa.errors import (
     InvalidArgumentTypeError,
     SchemaError,
 )
-from harel_sa.operations import storage_errors, translate
-from harel_sa.watch import Watch, abandon, refuse_inherited
+from harel_sa.sqlite.driver import storage_errors, translate
+from harel_sa.sqlite.watch import Watch, abandon, refuse_inherited
 
 #: SQLite's own URI parameters (https://sqlite.org/uri.html): given in a ``sqlite:///`` URL they
 #: make it a ``file:`` URI, so SQLite, not only SQLAlchemy, sees them.
@@ -125,13 +131,30 @@ def display(url: URL) -> str:
     return url.render_as_string(hide_password=True)
 
 
+def check_target(url: URL, create: bool) -> None:
+    """Before connecting to ``url``: refuse a missing file unless ``create``, and a file this
+    process inherited open across ``fork()`` (:func:`~harel_sa.sqlite.watch.refuse_inherited`)."""
+    if not create:
+        require_file(url)
+    refuse_inherited(url.database)
+
+
+def end_use(raw: sqlite3.Connection, borrowed: bool, prior_isolation: Any) -> None:
+    """Before ``raw`` is closed or given back: roll back what is open, and give a ``borrowed``
+    connection (checked out of the caller's engine) its isolation level back."""
+    if raw.in_transaction:
+        raw.execute("ROLLBACK")
+    if borrowed:
+        raw.isolation_level = prior_isolation
+
+
 @dataclass
 class SyncConnection:
     """A sqlite3 connection checked out of an engine for a transport's whole life.
 
     An engine the caller passed in stays theirs: no event hooks are installed on it, and the
     connection goes back to its pool with its isolation level as it was. Every operation runs
-    under the connection's :class:`~harel_sa.watch.Watch` (the process, the file, the log).
+    under the connection's :class:`~harel_sa.sqlite.watch.Watch` (the process, the file, the log).
     """
 
     engine: Engine
@@ -162,10 +185,8 @@ class SyncConnection:
                 connect_args={"check_same_thread": False, "timeout": busy_timeout},
             )
             owned = True
-        if not create:
-            require_file(engine.url)
         try:
-            refuse_inherited(engine.url.database)
+            check_target(engine.url, create)
             handle = engine.connect()
         except BaseException as exc:
             if owned:
@@ -187,10 +208,7 @@ class SyncConnection:
             abandon(self)  # the parent's: closing it here could undo the parent's work
             return
         try:
-            if self.raw.in_transaction:
-                self.raw.execute("ROLLBACK")
-            if not self.owned:
-                self.raw.isolation_level = self.prior_isolation
+            end_use(self.raw, not self.owned, self.prior_isolation)
             self.handle.close()
             if self.owned:
                 self.engine.dispose()

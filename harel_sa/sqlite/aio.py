@@ -1,14 +1,20 @@
 """``AsyncSqliteTransport``: the same operations, awaited, over aiosqlite.
 
 Every operation is one call into aiosqlite's connection thread, where it runs the very function
-the sync transport runs (``harel_sa.operations``): one thread hop per operation, however many
-statements it holds. An ``asyncio.Lock`` serializes whole operations, so one coroutine's
-``BEGIN IMMEDIATE`` never lands inside another's transaction.
+the sync transport runs (:mod:`harel_sa.sqlite.operations`): one thread hop per operation,
+however many statements it holds. An ``asyncio.Lock`` serializes whole operations, so one
+coroutine's ``BEGIN IMMEDIATE`` never lands inside another's transaction.
+
+aiosqlite's public API offers one statement per hop; the hop itself and the sqlite3
+connection behind it are private (``Connection._execute``, ``Connection._conn``). They are
+reached in one function only, :func:`in_thread`, which a unit test holds to the installed
+aiosqlite (tests/unit/test_aiosqlite_access.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from contextlib import suppress
@@ -21,16 +27,18 @@ from pydantic import BaseModel
 from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from harel_sa import operations as ops
-from harel_sa import settlements, startup
-from harel_sa.admin import DeadMessage, QueuedMessage, Stats
-from harel_sa.connect import display, driver_args, require_file, sqlite_url
-from harel_sa.core import Call, Calls, Options, Synchronous
+from harel_sa import settlements
+from harel_sa.calls import Call, Calls, Options, Synchronous
 from harel_sa.errors import HarelSAError, InvalidArgumentError, TransportClosedError
 from harel_sa.events import E, Event, Lease
+from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.schema import DEFAULT_PREFIX
-from harel_sa.transport import SqliteTransport
-from harel_sa.watch import Watch, abandon, refuse_inherited
+from harel_sa.sqlite import startup
+from harel_sa.sqlite.backend import SQLITE
+from harel_sa.sqlite.connection import check_target, display, driver_args, end_use, sqlite_url
+from harel_sa.sqlite.driver import storage_errors
+from harel_sa.sqlite.transport import SqliteTransport
+from harel_sa.sqlite.watch import Watch, abandon
 
 T = TypeVar("T")
 
@@ -38,7 +46,7 @@ T = TypeVar("T")
 @dataclass
 class _Driver:
     """An aiosqlite connection, ours or checked out of a caller's ``AsyncEngine``, and the
-    :class:`~harel_sa.watch.Watch` every operation on it runs under."""
+    :class:`~harel_sa.sqlite.watch.Watch` every operation on it runs under."""
 
     conn: aiosqlite.Connection
     where: str
@@ -53,43 +61,32 @@ class _Driver:
                 raise InvalidArgumentError(
                     f"the AsyncEngine must use sqlite+aiosqlite, not {target.url.drivername!r}"
                 )
-            if not create:
-                require_file(target.url)
-            refuse_inherited(target.url.database)
+            check_target(target.url, create)
             handle = await target.connect()
             raw = await handle.get_raw_connection()
             conn: aiosqlite.Connection = raw.driver_connection  # type: ignore[assignment]
-            prior = await _in_thread(conn, lambda: conn._conn.isolation_level)
-            watch = await _in_thread(conn, lambda: Watch(conn._conn, busy_timeout))
+            prior = await in_thread(conn, lambda c: c.isolation_level)
+            watch = await in_thread(conn, lambda c: Watch(c, busy_timeout))
             return cls(conn, display(target.url), watch, handle, prior)
         url = sqlite_url(target.url if isinstance(target, Engine) else target)
-        if not create:
-            require_file(url)
-        refuse_inherited(url.database)
+        check_target(url, create)
         args, kwargs = driver_args(url, busy_timeout)
-        with ops.storage_errors():
+        with storage_errors():
             conn = await aiosqlite.connect(*args, **kwargs)
-        watch = await _in_thread(conn, lambda: Watch(conn._conn, busy_timeout))
+        watch = await in_thread(conn, lambda c: Watch(c, busy_timeout))
         return cls(conn, display(url), watch)
 
     async def run(self, call: Call[T]) -> T:
         self.watch.before()  # in a forked child the driver's thread does not even exist
-        return await _in_thread(self.conn, lambda: self.watch.run(call, self.conn._conn))
+        return await in_thread(self.conn, lambda c: self.watch.run(call, c))
 
     async def close(self) -> None:
         if self.watch.forked:
             abandon(self)  # the parent's connection (its thread is not in this process)
             return
-
-        def restore() -> None:
-            raw = self.conn._conn
-            if raw.in_transaction:
-                raw.execute("ROLLBACK")
-            if self.handle is not None:
-                raw.isolation_level = self.prior_isolation
-
+        borrowed = self.handle is not None
         try:
-            await _in_thread(self.conn, restore)
+            await in_thread(self.conn, lambda c: end_use(c, borrowed, self.prior_isolation))
             if self.handle is None:
                 await self.conn.close()
             else:
@@ -132,12 +129,17 @@ class AsyncSqliteTransport(Generic[E]):
         """Open the transport; the schema is created, upgraded or checked as in the sync one."""
         options = Options(prefix, clock, busy_timeout, event_type, synchronous)
         driver = await _Driver.open(path, options.busy_timeout, create_schema)
+        o = options
         try:
-            await driver.run(lambda raw: startup.run(raw, options, create_schema, driver.where))
+            await driver.run(
+                lambda raw: startup.run(
+                    raw, o.names, o.busy_timeout, o.synchronous, create_schema, driver.where
+                )
+            )
         except BaseException:
             await driver.close()
             raise
-        transport = cls(Calls(options), driver)
+        transport = cls(Calls(options, SQLITE), driver)
         transport._target = path
         return transport
 
@@ -329,13 +331,16 @@ class AsyncSqliteTransport(Generic[E]):
         await self.close()
 
 
-async def _in_thread(conn: aiosqlite.Connection, fn: Callable[[], T]) -> T:
-    """Run ``fn`` in ``conn``'s thread: one hop for a whole operation.
+async def in_thread(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``fn`` on ``conn``'s sqlite3 connection, in ``conn``'s thread: one hop for a whole
+    operation.
 
-    aiosqlite runs each of its own methods this way; its public API offers only one statement
-    per hop, which would cost a hop per statement of a claim.
+    aiosqlite runs each of its own methods this way (``Connection._execute``, on the sqlite3
+    connection ``Connection._conn``); its public API offers only one statement per hop, which
+    would cost a hop per statement of a claim. The only place harel_sa reaches aiosqlite's
+    private names.
     """
-    return await conn._execute(fn)  # type: ignore[no-untyped-call, no-any-return]
+    return await conn._execute(lambda: fn(conn._conn))  # type: ignore[no-untyped-call, no-any-return]
 
 
 async def _finish(done: asyncio.Future[T]) -> T | None:

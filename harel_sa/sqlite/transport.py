@@ -10,13 +10,15 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
-from harel_sa import settlements, startup
-from harel_sa.admin import DeadMessage, QueuedMessage, Stats
-from harel_sa.connect import SyncConnection
-from harel_sa.core import Call, Calls, Options, Synchronous
+from harel_sa import settlements
+from harel_sa.calls import Call, Calls, Options, Synchronous
 from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event, Lease
+from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.schema import DEFAULT_PREFIX
+from harel_sa.sqlite import startup
+from harel_sa.sqlite.backend import SQLITE
+from harel_sa.sqlite.connection import SyncConnection
 
 T = TypeVar("T")
 
@@ -47,14 +49,21 @@ class SqliteTransport(Generic[E]):
         synchronous: Synchronous = "FULL",
     ) -> None:
         options = Options(prefix, clock, busy_timeout, event_type, synchronous)
-        self._calls = Calls(options)
+        self._calls = Calls(options, SQLITE)
         self._lock = threading.Lock()
         self._db: SyncConnection | None = SyncConnection.open(
             path, options.busy_timeout, create_schema
         )
         self._where = self._db.where
         try:
-            startup.run(self._db.raw, options, create_schema, self._db.where)
+            startup.run(
+                self._db.raw,
+                options.names,
+                options.busy_timeout,
+                options.synchronous,
+                create_schema,
+                self._db.where,
+            )
         except BaseException:
             self.close()
             raise

@@ -14,28 +14,35 @@ import os
 import sqlite3
 import time
 from contextlib import closing
-from typing import Any
 
-from harel_sa import frozen, watch
-from harel_sa.connect import connect_read_only, display, file_of, sqlite_url
-from harel_sa.core import Options
+from harel_sa import frozen
 from harel_sa.errors import NotADatabaseError, ReadOnlyError, SchemaError, StorageError
-from harel_sa.operations import storage_errors, translate, write
 from harel_sa.schema import DEFAULT_PREFIX, HEAD_REVISION, Names
+from harel_sa.sqlite import watch
+from harel_sa.sqlite.connection import connect_read_only, display, file_of, sqlite_url
+from harel_sa.sqlite.driver import immediate_transaction, storage_errors, translate
 from harel_sa.state import State, read
 
 
-def run(conn: sqlite3.Connection, options: Options[Any], create_schema: bool, where: str) -> None:
-    """Everything a transport does at open: :func:`prepare`, then ensure or check the schema."""
+def run(
+    conn: sqlite3.Connection,
+    names: Names,
+    busy_timeout: float,
+    synchronous: str,
+    create_schema: bool,
+    where: str,
+) -> None:
+    """Everything a transport does at open: :func:`prepare`, then ensure or check the schema
+    of ``names``' prefix."""
     try:
-        prepare(conn, options.busy_timeout, options.synchronous, wal=create_schema)
+        prepare(conn, busy_timeout, synchronous, wal=create_schema)
     except StorageError as exc:
         raise type(exc)(f"cannot open {where}: {exc}") from exc  # name the file
     if create_schema:
-        ensure_schema(conn, options.names, where)
+        ensure_schema(conn, names, where)
     else:
-        check_schema(conn, options.names, where)
-        use_wal(conn, options.busy_timeout)  # only once the file is known to hold this queue
+        check_schema(conn, names, where)
+        use_wal(conn, busy_timeout)  # only once the file is known to hold this queue
 
 
 def prepare(
@@ -122,7 +129,7 @@ def ensure_schema(conn: sqlite3.Connection, names: Names, where: str) -> None:
     """
     if _usable(read(conn, names)):
         return
-    with write(conn):
+    with immediate_transaction(conn):
         state = read(conn, names)  # again, under the write lock
         if _usable(state):
             return

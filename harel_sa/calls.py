@@ -1,0 +1,297 @@
+"""What every backend shares above its driver: the options, the argument checks and the
+bound operation.
+
+Each method of :class:`Calls` validates its arguments (raising before anything is written) and
+returns a :data:`Call`: the backend's operation with every argument bound but the connection.
+A transport runs the call on its connection: the sync SQLite transport on its sqlite3
+connection, the async one in aiosqlite's thread.
+
+**The seam between the shared rules and a dialect** is :class:`Backend`: the operations and
+the statements factory of one dialect's room (:data:`harel_sa.sqlite.backend.SQLITE` for
+SQLite). :class:`Calls` takes one and never names a dialect, so a PostgreSQL room offers its
+own ``Backend`` (its statements, its operations over its own connection) and reuses every
+check here unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from harel_sa import validate
+from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
+from harel_sa.events import E, Lease
+from harel_sa.models import DeadMessage, QueuedMessage, Stats
+from harel_sa.schema import Names
+
+T = TypeVar("T")
+#: An operation bound to every argument but the connection (the dialect's driver connection).
+Call = Callable[[Any], T]
+Clock = Callable[[], float]
+Synchronous = Literal["FULL", "NORMAL"]
+#: A message to publish: ``(group_id, event_json, priority, routing_key)``.
+Row = tuple[str, str, int, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSpec:
+    """What a claim asks for, validated; built once per call by the transports."""
+
+    event_type: type[BaseModel]
+    worker_id: str
+    visibility: float
+    min_priority: int
+    routing_keys: tuple[str, ...]
+    max_deliveries: int | None
+
+
+class Backend(Protocol):
+    """A dialect's operations, each one transaction on the dialect's connection (``conn``),
+    with its statements for one prefix (``statements``, from :meth:`statements`), as :class:`Calls`
+    binds them. Arguments arrive validated; each promises what the transports' methods of the
+    same name document."""
+
+    def statements(self, names: Names) -> Any: ...
+    def publish(self, conn: Any, statements: Any, clock: Clock, rows: list[Row]) -> None: ...
+    def claim(
+        self, conn: Any, statements: Any, clock: Clock, spec: ClaimSpec
+    ) -> Lease[Any] | None: ...
+    def ack_and_claim(
+        self, conn: Any, statements: Any, clock: Clock, lease: Lease[Any], spec: ClaimSpec
+    ) -> tuple[bool, Lease[Any] | None]: ...
+    def ack(self, conn: Any, statements: Any, lease: Lease[Any]) -> bool: ...
+    def give_back(self, conn: Any, statements: Any, lease: Lease[Any]) -> bool: ...
+    def nack(
+        self, conn: Any, statements: Any, clock: Clock, lease: Lease[Any], delay: float
+    ) -> bool: ...
+    def extend(
+        self, conn: Any, statements: Any, clock: Clock, lease: Lease[Any], visibility: float
+    ) -> bool: ...
+    def dead_letter(
+        self, conn: Any, statements: Any, clock: Clock, lease: Lease[Any], reason: str
+    ) -> bool: ...
+    def stats(self, conn: Any, statements: Any, clock: Clock) -> Stats: ...
+    def peek(
+        self, conn: Any, statements: Any, clock: Clock, group_id: str | None, limit: int
+    ) -> list[QueuedMessage]: ...
+    def release(self, conn: Any, statements: Any, clock: Clock, group_id: str | None) -> int: ...
+    def purge(self, conn: Any, statements: Any, group_id: str) -> int: ...
+    def dead(
+        self,
+        conn: Any,
+        statements: Any,
+        group_id: str | None,
+        seqs: tuple[int, ...] | None,
+        limit: int,
+    ) -> list[DeadMessage]: ...
+    def requeue_dead(
+        self, conn: Any, statements: Any, group_id: str | None, seqs: tuple[int, ...] | None
+    ) -> int: ...
+    def purge_dead(
+        self, conn: Any, statements: Any, group_id: str | None, seqs: tuple[int, ...] | None
+    ) -> int: ...
+
+
+class Options(Generic[E]):
+    """A transport's settings, checked once at open."""
+
+    def __init__(
+        self,
+        prefix: str,
+        clock: Callable[[], float],
+        busy_timeout: float,
+        event_type: type[E],
+        synchronous: str,
+    ) -> None:
+        self.names = Names(prefix)
+        if not callable(clock):
+            raise InvalidArgumentTypeError("clock must be a callable returning epoch seconds")
+        if not (isinstance(event_type, type) and issubclass(event_type, BaseModel)):
+            raise InvalidArgumentTypeError("event_type must be a pydantic BaseModel subclass")
+        if synchronous not in ("FULL", "NORMAL"):
+            raise InvalidArgumentError(
+                f"synchronous must be 'FULL' or 'NORMAL', not {synchronous!r}"
+            )
+        self.clock = clock
+        self.busy_timeout = validate.seconds("busy_timeout", busy_timeout, allow_zero=True)
+        self.event_type = event_type
+        self.synchronous = synchronous
+
+
+class Calls(Generic[E]):
+    """The transport's operations as validated calls, bound to ``backend``'s operations and
+    its statements for the options' prefix (built once, here)."""
+
+    def __init__(self, options: Options[E], backend: Backend) -> None:
+        self.options = options
+        self.backend = backend
+        self.statements = backend.statements(options.names)
+
+    def publish(
+        self, group_id: object, event: object, priority: object, routing_key: object
+    ) -> Call[None]:
+        row = self._row(group_id, event, priority, routing_key)
+        return partial(
+            self.backend.publish, statements=self.statements, clock=self.options.clock, rows=[row]
+        )
+
+    def publish_many(self, items: object, priority: object, routing_key: object) -> Call[None]:
+        if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+            raise InvalidArgumentTypeError("items must be an iterable of (group_id, event) pairs")
+        rows = []
+        for item in items:
+            if not (isinstance(item, tuple) and len(item) == 2):
+                raise InvalidArgumentTypeError(
+                    f"each item must be a (group_id, event) tuple, not {item!r:.80}"
+                )
+            rows.append(self._row(item[0], item[1], priority, routing_key))
+        return partial(
+            self.backend.publish, statements=self.statements, clock=self.options.clock, rows=rows
+        )
+
+    def _row(self, group_id: object, event: object, priority: object, routing_key: object) -> Row:
+        return (
+            validate.required_text("group_id", group_id),
+            validate.event(event, self.options.event_type),
+            validate.priority("priority", priority),
+            validate.optional_text("routing_key", routing_key),
+        )
+
+    def claim(
+        self,
+        worker_id: object,
+        visibility: object,
+        min_priority: object,
+        routing_keys: object,
+        max_deliveries: object,
+    ) -> Call[Lease[E] | None]:
+        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        return partial(
+            self.backend.claim, statements=self.statements, clock=self.options.clock, spec=spec
+        )
+
+    def ack_and_claim(
+        self,
+        lease: object,
+        worker_id: object,
+        visibility: object,
+        min_priority: object,
+        routing_keys: object,
+        max_deliveries: object,
+    ) -> Call[tuple[bool, Lease[E] | None]]:
+        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        return partial(
+            self.backend.ack_and_claim,
+            statements=self.statements,
+            clock=self.options.clock,
+            lease=validate.lease(lease),
+            spec=spec,
+        )
+
+    def _spec(
+        self,
+        worker_id: object,
+        visibility: object,
+        min_priority: object,
+        routing_keys: object,
+        max_deliveries: object,
+    ) -> ClaimSpec:
+        return ClaimSpec(
+            event_type=self.options.event_type,
+            worker_id=validate.required_text("worker_id", worker_id),
+            visibility=validate.seconds("visibility", visibility, allow_zero=False),
+            min_priority=validate.priority("min_priority", min_priority),
+            routing_keys=validate.routing_keys(routing_keys) or (),
+            max_deliveries=(
+                None if max_deliveries is None else validate.count("max_deliveries", max_deliveries)
+            ),
+        )
+
+    def ack(self, lease: object) -> Call[bool]:
+        return partial(self.backend.ack, statements=self.statements, lease=validate.lease(lease))
+
+    def give_back(self, lease: Lease[E]) -> Call[bool]:
+        return partial(self.backend.give_back, statements=self.statements, lease=lease)
+
+    def nack(self, lease: object, delay: object) -> Call[bool]:
+        return partial(
+            self.backend.nack,
+            statements=self.statements,
+            clock=self.options.clock,
+            lease=validate.lease(lease),
+            delay=validate.seconds("delay", delay, allow_zero=True),
+        )
+
+    def extend(self, lease: object, visibility: object) -> Call[bool]:
+        return partial(
+            self.backend.extend,
+            statements=self.statements,
+            clock=self.options.clock,
+            lease=validate.lease(lease),
+            visibility=validate.seconds("visibility", visibility, allow_zero=False),
+        )
+
+    def dead_letter(self, lease: object, reason: object) -> Call[bool]:
+        return partial(
+            self.backend.dead_letter,
+            statements=self.statements,
+            clock=self.options.clock,
+            lease=validate.lease(lease),
+            reason=validate.required_text("reason", reason),
+        )
+
+    def stats(self) -> Call[Stats]:
+        return partial(self.backend.stats, statements=self.statements, clock=self.options.clock)
+
+    def peek(self, group_id: object, limit: object) -> Call[list[QueuedMessage]]:
+        return partial(
+            self.backend.peek,
+            statements=self.statements,
+            clock=self.options.clock,
+            group_id=validate.optional_text("group_id", group_id),
+            limit=validate.count("limit", limit),
+        )
+
+    def release(self, group_id: object) -> Call[int]:
+        return partial(
+            self.backend.release,
+            statements=self.statements,
+            clock=self.options.clock,
+            group_id=validate.optional_text("group_id", group_id),
+        )
+
+    def purge(self, group_id: object) -> Call[int]:
+        return partial(
+            self.backend.purge,
+            statements=self.statements,
+            group_id=validate.required_text("group_id", group_id),
+        )
+
+    def dead(self, group_id: object, seqs: object, limit: object) -> Call[list[DeadMessage]]:
+        return partial(
+            self.backend.dead,
+            statements=self.statements,
+            group_id=validate.optional_text("group_id", group_id),
+            seqs=validate.seqs(seqs),
+            limit=validate.count("limit", limit),
+        )
+
+    def requeue_dead(self, group_id: object, seqs: object) -> Call[int]:
+        return partial(
+            self.backend.requeue_dead,
+            statements=self.statements,
+            group_id=validate.optional_text("group_id", group_id),
+            seqs=validate.seqs(seqs),
+        )
+
+    def purge_dead(self, group_id: object, seqs: object) -> Call[int]:
+        return partial(
+            self.backend.purge_dead,
+            statements=self.statements,
+            group_id=validate.optional_text("group_id", group_id),
+            seqs=validate.seqs(seqs),
+        )

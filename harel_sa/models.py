@@ -1,0 +1,90 @@
+"""What the admin operations return, for every backend: pydantic models, frozen.
+
+Figures come from one snapshot of the queue. Rows another program wrote are shown as they are:
+text that is not UTF-8 with ``\\xNN`` escapes, a lock whose expiry is not a number as
+``lock_expiry=None`` and ``"ready"`` (the claim treats such a lock as lapsed), a count that is
+not a number as the database reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+#: A queued message's state, as a claim would see it now.
+MessageState = Literal["ready", "leased", "parked"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Bucket(_Frozen):
+    """Groups and messages under one priority or routing key."""
+
+    groups: int
+    messages: int
+
+
+class PriorityBucket(Bucket):
+    priority: int
+
+
+class RoutingBucket(Bucket):
+    routing_key: str | None
+
+
+class Stats(_Frozen):
+    """A consistent picture of one prefix's queue at ``now``."""
+
+    now: float
+    messages: int
+    groups: int
+    in_flight: int
+    parked: int
+    dead: int
+    #: Seconds since the oldest message was enqueued (or, for a row another program wrote, since
+    #: its event's ``created_time``, if it says).
+    oldest_age: float | None
+    by_priority: list[PriorityBucket]
+    by_routing_key: list[RoutingBucket]
+    #: Messages neither leased nor parked (some may wait behind their group's head).
+    ready: int = 0
+    #: The same for the oldest ready message.
+    oldest_ready_age: float | None = None
+    #: Messages ever published under the prefix (the last seq given out).
+    published: int = 0
+    #: Live leases per worker id.
+    leases_by_worker: dict[str, int] = {}
+
+
+class QueuedMessage(_Frozen):
+    """A message as it sits in the queue (its event as stored JSON, not decoded).
+
+    Rows another program wrote are shown as they are: text that is not UTF-8 with ``\\xNN``
+    escapes, a lock whose expiry is not a number as ``lock_expiry=None`` and ``"ready"`` (the
+    claim treats such a lock as lapsed), a count that is not a number as SQLite reads it.
+    """
+
+    seq: int
+    group_id: str
+    event: str
+    state: MessageState
+    locked_by: str | None
+    lock_expiry: float | None
+    deliveries: int
+
+
+class DeadMessage(_Frozen):
+    """A message moved to the dead table, with why and when (odd values shown as in
+    :class:`QueuedMessage`; a priority that is not an integer as 0)."""
+
+    seq: int
+    group_id: str
+    event: str
+    error: str
+    dead_at: float
+    deliveries: int
+    priority: int
+    routing_key: str | None

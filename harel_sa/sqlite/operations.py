@@ -1,0 +1,188 @@
+"""The queue's operations, each one short SQLite transaction on a driver connection.
+
+Written once: the sync transport calls these on its sqlite3 connection, the async twin runs the
+very same functions inside aiosqlite's thread (one hop per operation). Arguments arrive already
+validated (:mod:`harel_sa.calls`). Each operation takes SQLite's write lock first
+(:class:`~harel_sa.sqlite.driver.immediate_transaction`), so claims from every process
+serialize, and rolls back on any exception, ``BaseException`` included.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from harel_sa.calls import ClaimSpec, Clock, Row
+from harel_sa.events import Lease
+from harel_sa.sqlite.driver import immediate_transaction, tokens
+from harel_sa.sqlite.statements import Statements
+
+_MAX_ERROR = 2000
+
+
+def publish(
+    conn: sqlite3.Connection,
+    statements: Statements,
+    clock: Clock,
+    rows: list[Row],
+) -> None:
+    """Append ``(group_id, event_json, priority, routing_key)`` rows, all in one transaction,
+    each enqueued at the clock's now.
+
+    A message and its group row commit together: no crash leaves a message without a group.
+    """
+    with immediate_transaction(conn):
+        now = clock()
+        for group_id, event, priority, routing_key in rows:
+            conn.execute(
+                statements.insert_message, {"group_id": group_id, "event": event, "now": now}
+            )
+            conn.execute(
+                statements.insert_group,
+                {"group_id": group_id, "priority": priority, "routing_key": routing_key},
+            )
+
+
+def claim(
+    conn: sqlite3.Connection, statements: Statements, clock: Clock, spec: ClaimSpec
+) -> Lease[Any] | None:
+    """Lease the head of the next group in round-robin order, or return ``None``.
+
+    The event is decoded before COMMIT: a row that does not decode, or has been delivered
+    ``max_deliveries`` times, is moved to the dead table in the same transaction and the claim
+    goes on to the next deliverable message, so no head wedges its group.
+    """
+    with immediate_transaction(conn):
+        return _claim(conn, statements, clock(), spec)
+
+
+def ack_and_claim(
+    conn: sqlite3.Connection,
+    statements: Statements,
+    clock: Clock,
+    lease: Lease[Any],
+    spec: ClaimSpec,
+) -> tuple[bool, Lease[Any] | None]:
+    """:func:`ack` ``lease`` and :func:`claim` the next message in one write transaction."""
+    with immediate_transaction(conn):
+        return _ack(conn, statements, lease), _claim(conn, statements, clock(), spec)
+
+
+def _claim(
+    conn: sqlite3.Connection, statements: Statements, now: float, spec: ClaimSpec
+) -> Lease[Any] | None:
+    keys = spec.routing_keys
+    select = statements.claim(spec.min_priority, len(keys))
+    params: dict[str, object] = {"now": now, "min_priority": spec.min_priority}
+    params.update((f"key{i}", key) for i, key in enumerate(keys))
+    while True:
+        row = conn.execute(select, params).fetchone()
+        if row is None:
+            return None
+        seq, group, raw, deliveries = row[0], row[1], row[2], row[3]
+        if seq is None:  # a group row without messages: delete it (and its empty successors)
+            conn.execute(statements.drop_empty_groups, {"last_claimed_at": row[4], "grow": row[5]})
+            continue
+        limit = spec.max_deliveries
+        if limit is not None and deliveries >= limit:
+            times = "1 time" if deliveries == 1 else f"{deliveries} times"
+            move_to_dead_letters(conn, statements, seq, now, f"delivered {times} (max {limit})")
+            continue
+        try:
+            group_id = group.decode()
+        except UnicodeDecodeError as exc:
+            move_to_dead_letters(conn, statements, seq, now, f"undecodable group_id: {exc}")
+            continue
+        try:  # as text, so an error shows the row as it reads (not UTF-8 is a ValueError too)
+            event = spec.event_type.model_validate_json(raw.decode())
+        except ValueError as exc:
+            move_to_dead_letters(conn, statements, seq, now, f"undecodable event: {exc}")
+            continue
+        token = tokens.next()
+        locked_by = f"{spec.worker_id}#{token}"
+        conn.execute(statements.mark_claimed, {"now": now, "group_id": group_id})
+        conn.execute(
+            statements.lease,
+            {
+                "locked_by": locked_by,
+                "expiry": now + spec.visibility,
+                "deliveries": deliveries + 1,
+                "seq": seq,
+            },
+        )
+        return Lease(seq, group_id, event, spec.worker_id, token, deliveries + 1)
+
+
+def move_to_dead_letters(
+    conn: sqlite3.Connection, statements: Statements, seq: int, now: float, error: str
+) -> None:
+    """Move message ``seq`` to the dead table with ``error`` (inside the caller's transaction),
+    by ``seq`` alone: whatever its other columns hold, it is moved as it is."""
+    conn.execute(statements.copy_to_dead, {"seq": seq, "error": error[:_MAX_ERROR], "now": now})
+    conn.execute(statements.delete_message, {"seq": seq})
+    conn.execute(statements.drop_group_of_dead, {"seq": seq})
+
+
+def give_back(conn: sqlite3.Connection, statements: Statements, lease: Lease[Any]) -> bool:
+    """Undo a claim whose caller never received the lease: the message is free again and its
+    delivery is not counted. ``False`` if the lease was lost meanwhile."""
+    params = {"seq": lease.seq, "locked_by": lease.locked_by, "deliveries": lease.deliveries - 1}
+    with immediate_transaction(conn):
+        return conn.execute(statements.give_back, params).rowcount == 1
+
+
+def ack(conn: sqlite3.Connection, statements: Statements, lease: Lease[Any]) -> bool:
+    """Delete the leased message (and its group once empty); ``False`` if the lease was lost."""
+    with immediate_transaction(conn):
+        return _ack(conn, statements, lease)
+
+
+def _ack(conn: sqlite3.Connection, statements: Statements, lease: Lease[Any]) -> bool:
+    done = conn.execute(statements.delete_leased, {"seq": lease.seq, "locked_by": lease.locked_by})
+    if done.rowcount != 1:
+        return False
+    conn.execute(statements.drop_group_if_empty, {"group_id": lease.group_id})
+    return True
+
+
+def nack(
+    conn: sqlite3.Connection, statements: Statements, clock: Clock, lease: Lease[Any], delay: float
+) -> bool:
+    """Free the message now (``delay == 0``) or park it, blocking its group, for ``delay``."""
+    fence = {"seq": lease.seq, "locked_by": lease.locked_by}
+    with immediate_transaction(conn):
+        if delay == 0:
+            return conn.execute(statements.release_lease, fence).rowcount == 1
+        until = clock() + delay
+        if conn.execute(statements.park, {**fence, "until": until}).rowcount != 1:
+            return False
+        conn.execute(
+            statements.move_group_to_park_end, {"until": until, "group_id": lease.group_id}
+        )
+        return True
+
+
+def extend(
+    conn: sqlite3.Connection,
+    statements: Statements,
+    clock: Clock,
+    lease: Lease[Any],
+    visibility: float,
+) -> bool:
+    """Move the lease's expiry to now + ``visibility``; ``False`` if the lease was lost."""
+    with immediate_transaction(conn):
+        expiry = clock() + visibility
+        params = {"seq": lease.seq, "locked_by": lease.locked_by, "expiry": expiry}
+        return conn.execute(statements.extend, params).rowcount == 1
+
+
+def dead_letter(
+    conn: sqlite3.Connection, statements: Statements, clock: Clock, lease: Lease[Any], reason: str
+) -> bool:
+    """Move the leased message to the dead table; ``False`` if the lease was lost."""
+    with immediate_transaction(conn):
+        fence = {"seq": lease.seq, "locked_by": lease.locked_by}
+        if conn.execute(statements.holds_lease, fence).fetchone() is None:
+            return False
+        move_to_dead_letters(conn, statements, lease.seq, clock(), reason)
+        return True

@@ -1,0 +1,315 @@
+"""Every statement harel_sa sends to SQLite at runtime, for one prefix, built once.
+
+The queue's operations (:mod:`~harel_sa.sqlite.operations`) and the admin ones
+(:mod:`~harel_sa.sqlite.admin`) execute these strings on the driver connection (sqlite3
+directly, or inside aiosqlite's thread); nothing is built per call. Parameters are named
+(``:now``), which the sqlite3 driver binds from a dict. Table names come from
+:class:`~harel_sa.schema.Names`.
+
+Each rule of the queue is written once, below, as an SQL fragment, and every statement that
+needs it uses the fragment: when a lease is live (:func:`live_lease`), which message heads a
+group (:func:`head_of`), when a group may be claimed (:func:`eligible`), the rotation's order
+(:func:`rotation`), when a group has no message left (:func:`no_messages`).
+
+The strings are plain SQL: SQLAlchemy's ``text(...).compile()`` for the sqlite3 driver
+(``named`` paramstyle) returns every one of them unchanged, so it is not called; a dialect whose
+driver binds another style (psycopg's ``%(name)s``) converts in its own room.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from harel_sa.schema import Names
+from harel_sa.validate import MAX_PRIORITY
+
+#: ``locked_by`` of a parked message (``nack(delay > 0)``); the original transport's sentinel.
+PARKED = "__parked__"
+
+#: How many messages after a group's head the claim also checks for a live lease. Only a head
+#: is ever leased, so a lease further down means another program inserted messages with
+#: smaller ``seq``\ s before a leased head; up to this many such rows cannot give the group a
+#: second lease. Each one checked costs every claim a row read (measured in instructions: the
+#: first 3% of a claim+ack at synchronous=NORMAL, four 5%); any depth would need an index on
+#: leased rows, a schema revision that every claim and ack would pay for in writes.
+LOOKAHEAD = 1
+
+
+# Reading rows another program may have written: any column may hold any type, and TEXT may
+# be bytes that are not UTF-8 (the sqlite3 driver raises on fetching those). These
+# expressions read such values without raising.
+
+
+def raw_text(column: str) -> str:
+    """``column`` as its bytes (``NULL`` stays ``NULL``): never a decoding error on fetch."""
+    return f"CAST({column} AS BLOB)"
+
+
+def count_of(column: str) -> str:
+    """``column`` as an integer >= 0, as SQLite reads a number out of any value."""
+    return f"MAX(COALESCE(CAST({column} AS INTEGER), 0), 0)"
+
+
+def priority_of(column: str) -> str:
+    """``column``, or 0 when it is not an integer: as claims with a floor treat it."""
+    return f"CASE WHEN typeof({column}) = 'integer' THEN {column} ELSE 0 END"
+
+
+def number_or_null(column: str) -> str:
+    return f"CASE WHEN typeof({column}) IN ('integer', 'real') THEN {column} END"
+
+
+# The rules.
+
+
+def live_lease(alias: str) -> str:
+    """The row ``alias`` is leased or parked, and its expiry is a number not yet past
+    ``:now`` (a lease is live *at* its expiry instant); a lease with no expiry, or an expiry
+    that is not a number, has lapsed."""
+    return (
+        f"{alias}.locked_by IS NOT NULL AND typeof({alias}.lock_expiry) IN ('integer', 'real') "
+        f"AND {alias}.lock_expiry >= :now"
+    )
+
+
+def parked(alias: str) -> str:
+    """The row ``alias`` is parked (``nack(delay)``), whether or not the park has ended."""
+    return f"{alias}.locked_by = '{PARKED}'"
+
+
+def head_of(messages: str, group: str) -> str:
+    """The ``seq`` of the first message of group row ``group``: a group's head, the only
+    message of it a claim may lease (publishes append)."""
+    return f"(SELECT MIN(h.seq) FROM {messages} AS h WHERE h.group_id = {group}.group_id)"
+
+
+def rotation(alias: str) -> str:
+    """The round-robin order of groups: oldest-claimed first, then oldest row."""
+    return f"{alias}.last_claimed_at, {alias}.rowid"
+
+
+def no_messages(messages: str, group_id: str) -> str:
+    """No message of ``messages`` belongs to ``group_id`` (a column or a parameter)."""
+    return f"NOT EXISTS (SELECT 1 FROM {messages} AS e WHERE e.group_id = {group_id})"
+
+
+def eligible(messages: str, head: str, group: str) -> str:
+    """Group ``group``, whose head row is ``head`` (joined, ``NULL`` when it has no message),
+    may be claimed: it has no messages (the claim deletes it), or nothing of it is in flight.
+
+    A group is in flight when its head is leased or parked and the lease has not lapsed: only a
+    group's head is ever leased, so looking at the head alone is the design's probe over every
+    message of the group, at the cost of one row. The next :data:`LOOKAHEAD` messages are
+    looked at too, against rows inserted before a leased head.
+    """
+    ahead = (
+        f"SELECT x.locked_by AS locked_by, x.lock_expiry AS lock_expiry FROM {messages} AS x "
+        f"WHERE x.group_id = {group}.group_id AND x.seq > {head}.seq "
+        f"ORDER BY x.seq LIMIT {LOOKAHEAD}"
+    )
+    return (
+        f"({head}.seq IS NULL OR (NOT ({live_lease(head)}) "
+        f"AND NOT EXISTS (SELECT 1 FROM ({ahead}) AS n WHERE {live_lease('n')})))"
+    )
+
+
+class Statements:
+    """Every statement of the queue under one prefix. Build with :func:`statements_for`.
+
+    Every admin read tolerates rows another program wrote: text columns are read as their
+    bytes, numbers through the expressions above, so an odd value is shown, not raised on.
+    """
+
+    def __init__(self, names: Names) -> None:
+        self.names = names
+        m, g, d = names.messages, names.groups, names.dead
+        # -- the queue's operations ----------------------------------------------------------
+        self.insert_message = (
+            f"INSERT INTO {m} (group_id, event, enqueued_at) VALUES (:group_id, :event, :now)"
+        )
+        # The first publish of a group fixes its priority and routing key until it drains.
+        self.insert_group = (
+            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "
+            "VALUES (:group_id, :priority, :routing_key)"
+        )
+        self.mark_claimed = f"UPDATE {g} SET last_claimed_at = :now WHERE group_id = :group_id"
+        self.lease = (
+            f"UPDATE {m} SET locked_by = :locked_by, lock_expiry = :expiry, "
+            "deliveries = :deliveries WHERE seq = :seq"
+        )
+        # A lease its caller never received (an async claim cancelled inside the driver) goes
+        # back as if never taken, its delivery uncounted.
+        self.give_back = (
+            f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL, deliveries = :deliveries "
+            "WHERE seq = :seq AND locked_by = :locked_by"
+        )
+        # Group rows without a message (another program's half-done work) are walked by every
+        # claim: the claim deletes the one it met and the empty ones among the next 255.
+        self.drop_empty_groups = (
+            f"DELETE FROM {g} WHERE (rowid = :grow OR rowid IN (SELECT rowid FROM {g} "
+            "WHERE (last_claimed_at, rowid) > (:last_claimed_at, :grow) "
+            f"ORDER BY {rotation(g)} LIMIT 255)) AND {no_messages(m, f'{g}.group_id')}"
+        )
+        self.delete_leased = f"DELETE FROM {m} WHERE seq = :seq AND locked_by = :locked_by"
+        self.drop_group_if_empty = (
+            f"DELETE FROM {g} WHERE group_id = :group_id AND {no_messages(m, ':group_id')}"
+        )
+        self.park = (
+            f"UPDATE {m} SET locked_by = '{PARKED}', lock_expiry = :until "
+            "WHERE seq = :seq AND locked_by = :locked_by"
+        )
+        # A parked group re-enters the rotation when its park ends, as if claimed then, so
+        # claims walk past it on the index instead of over it (it stays blocked meanwhile).
+        self.move_group_to_park_end = (
+            f"UPDATE {g} SET last_claimed_at = :until WHERE group_id = :group_id"
+        )
+        self.release_lease = (
+            f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL "
+            "WHERE seq = :seq AND locked_by = :locked_by"
+        )
+        self.extend = (
+            f"UPDATE {m} SET lock_expiry = :expiry WHERE seq = :seq AND locked_by = :locked_by"
+        )
+        # Moving to the dead table works by seq alone, in SQL: a row whose group_id is not
+        # UTF-8 text is moved as it is, and an earlier dead letter of the same seq is replaced.
+        self.copy_to_dead = (
+            f"INSERT OR REPLACE INTO {d} "
+            "(seq, group_id, event, error, dead_at, deliveries, priority, routing_key) "
+            f"SELECT m.seq, m.group_id, m.event, :error, :now, {count_of('m.deliveries')}, "
+            f"{priority_of('g.priority')}, g.routing_key "
+            f"FROM {m} AS m LEFT JOIN {g} AS g ON g.group_id = m.group_id WHERE m.seq = :seq"
+        )
+        self.delete_message = f"DELETE FROM {m} WHERE seq = :seq"
+        self.drop_group_of_dead = (
+            f"DELETE FROM {g} WHERE group_id = (SELECT group_id FROM {d} WHERE seq = :seq) "
+            f"AND {no_messages(m, f'{g}.group_id')}"
+        )
+        self.holds_lease = f"SELECT 1 FROM {m} WHERE seq = :seq AND locked_by = :locked_by"
+        self._admin(m, g, d)
+
+    def _admin(self, m: str, g: str, d: str) -> None:
+        # -- the admin operations: reads in one snapshot, and repairs ------------------------
+        self.counts = (
+            f"SELECT count(*), "
+            f"coalesce(sum(NOT ({parked(m)}) AND {live_lease(m)}), 0), "
+            f"coalesce(sum({parked(m)} AND {live_lease(m)}), 0) FROM {m}"
+        )
+        self.group_count = f"SELECT count(*) FROM {g}"
+        self.dead_count = f"SELECT count(*) FROM {d}"
+        created = "json_extract(event, '$.created_time')"
+        # When the message was enqueued (harel_sa's publish), else when its event says it was
+        # created (rows other programs wrote): a number, or ISO-8601 text as bytes.
+        since = (
+            f"COALESCE({number_or_null('enqueued_at')}, CASE WHEN typeof(event) != 'text' THEN "
+            f"NULL WHEN NOT json_valid(event) THEN NULL WHEN typeof({created}) IN "
+            f"('integer', 'real') THEN {created} ELSE {raw_text(created)} END)"
+        )
+        self.oldest = f"SELECT {since} FROM {m} ORDER BY seq LIMIT 1"
+        by = (
+            "SELECT {0}, count(DISTINCT g.group_id), count(m.seq) FROM {1} AS g "
+            "LEFT JOIN {2} AS m ON m.group_id = g.group_id GROUP BY 1 ORDER BY 1"
+        )
+        self.by_priority = by.format(priority_of("g.priority"), g, m)
+        self.by_routing_key = by.format(raw_text("g.routing_key"), g, m)
+        self.oldest_ready = (
+            f"SELECT {since} FROM {m} AS r WHERE NOT ({live_lease('r')}) ORDER BY seq LIMIT 1"
+        )
+        self.published = f"SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = '{m}'"
+        worker = raw_text("substr(locked_by, 1, instr(locked_by, '#') - 1)")
+        self.by_worker = (
+            f"SELECT {worker}, count(*) "
+            f"FROM {m} AS w WHERE NOT ({parked('w')}) AND {live_lease('w')} "
+            "GROUP BY 1 ORDER BY 1"
+        )
+        # Whether the lease is live comes from the rule, as the claim reads it (an odd expiry
+        # is lapsed); parked or leased from the bytes of locked_by.
+        self.peek = (
+            f"SELECT seq, {raw_text('group_id')}, {raw_text('event')}, {raw_text('locked_by')}, "
+            f"{number_or_null('lock_expiry')}, {count_of('deliveries')}, "
+            f"coalesce({live_lease(m)}, 0) FROM {m} "
+            "WHERE :group_id IS NULL OR group_id = :group_id ORDER BY seq LIMIT :limit"
+        )
+        self.end_parks = (
+            f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL "
+            f"WHERE {parked(m)} AND (:group_id IS NULL OR group_id = :group_id)"
+        )
+        # Parks moved their groups to the park's end (move_group_to_park_end); back to now.
+        self.return_parked_groups = (
+            f"UPDATE {g} SET last_claimed_at = :now "
+            "WHERE last_claimed_at > :now AND (:group_id IS NULL OR group_id = :group_id)"
+        )
+        self.purge_messages = f"DELETE FROM {m} WHERE group_id = :group_id"
+        self.purge_group = f"DELETE FROM {g} WHERE group_id = :group_id"
+        pick = (
+            "(:group_id IS NULL OR group_id = :group_id) AND "
+            "(:seqs IS NULL OR seq IN (SELECT value FROM json_each(:seqs)))"
+        )
+        self.dead = (
+            f"SELECT seq, {raw_text('group_id')}, {raw_text('event')}, {raw_text('error')}, "
+            f"COALESCE(CAST(dead_at AS REAL), 0.0), {count_of('deliveries')}, "
+            f"{priority_of('priority')}, {raw_text('routing_key')} "
+            f"FROM {d} WHERE {pick} ORDER BY seq LIMIT :limit"
+        )
+        self.requeue = (
+            f"INSERT INTO {m} (group_id, event) SELECT group_id, event FROM {d} "
+            f"WHERE {pick} ORDER BY seq"
+        )
+        self.requeue_groups = (
+            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "
+            f"SELECT group_id, priority, routing_key FROM {d} WHERE {pick} ORDER BY seq"
+        )
+        self.delete_dead = f"DELETE FROM {d} WHERE {pick}"
+
+    def claim(self, min_priority: int, keys: int) -> str:
+        """The select of a claim: the head of the first group, in round-robin order, that has
+        nothing in flight, a priority >= ``:min_priority`` and (with ``keys`` > 0) a routing
+        key among ``:key0`` ... ``:key<keys-1>``; or a group row without messages met first
+        (``seq`` NULL). Columns: seq, group_id and event as bytes, deliveries,
+        last_claimed_at, the group's rowid.
+
+        Each lane walks one index in ``(last_claimed_at, rowid)`` order and stops at its first
+        eligible group, so the cost does not grow with the backlog, nor with groups below the
+        floor or under other keys; the lanes' winners (at most five) are then compared.
+        """
+        return _claim(self.names, min_priority, keys)
+
+
+@lru_cache(maxsize=256)
+def _claim(names: Names, min_priority: int, keys: int) -> str:
+    if keys:
+        lanes = [f"g.routing_key = :key{i} AND g.priority >= :min_priority" for i in range(keys)]
+    elif min_priority:
+        # "g.priority > 0" spelled as the partial index's WHERE, so SQLite may use that index.
+        lanes = [
+            f"g.priority = {p} AND g.priority > 0" for p in range(min_priority, MAX_PRIORITY + 1)
+        ]
+    else:
+        lanes = ["1"]
+    selects = [_lane(names, where) for where in lanes]
+    if len(selects) == 1:
+        return selects[0]
+    union = " UNION ALL ".join(f"SELECT * FROM ({s})" for s in selects)
+    return (
+        f"SELECT seq, group_id, event, deliveries, last_claimed_at, grow FROM ({union}) "
+        "ORDER BY last_claimed_at, grow LIMIT 1"
+    )
+
+
+def _lane(names: Names, where: str) -> str:
+    # The first eligible group of those ``where`` admits, with its head (a group without
+    # messages comes back too, seq NULL, for the claim to delete).
+    m, g = names.messages, names.groups
+    return (
+        f"SELECT m.seq AS seq, {raw_text('m.group_id')} AS group_id, "
+        f"{raw_text('m.event')} AS event, {count_of('m.deliveries')} AS deliveries, "
+        "g.last_claimed_at AS last_claimed_at, g.rowid AS grow "
+        f"FROM {g} AS g LEFT JOIN {m} AS m ON m.seq = {head_of(m, 'g')} "
+        f"WHERE {where} AND {eligible(m, 'm', 'g')} "
+        f"ORDER BY {rotation('g')} LIMIT 1"
+    )
+
+
+@lru_cache(maxsize=64)
+def statements_for(names: Names) -> Statements:
+    """The statements of ``names``' prefix, built once per process."""
+    return Statements(names)

@@ -1,0 +1,166 @@
+"""The public surface of every sync/async twin is the same: each public member of the sync
+class exists on its twin, of the same kind (method, class method, property), with the same
+parameters (names, kinds, defaults, annotations) and the same return annotation; the twin's
+methods are coroutines where the sync ones block (an ``async def``'s declared return, or the
+awaited type of an ``Awaitable``/``Coroutine`` return, is compared).
+
+A new pair (a PostgreSQL transport and its async twin) is one more :class:`Twins` in
+:data:`TWINS`.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from harel_sa import AsyncSqliteTransport, AsyncWorker, SqliteTransport, Worker
+
+
+@dataclass(frozen=True)
+class Twins:
+    sync: type
+    aio: type
+    #: A sync member whose twin has another name (the constructor, the context protocol).
+    renamed: dict[str, str] = field(default_factory=dict)
+    #: Members only the async twin has (with why in a comment where it is listed).
+    only_async: frozenset[str] = frozenset()
+    #: Members that block on both (no coroutine on the async side).
+    blocking: frozenset[str] = frozenset()
+    #: Parameters whose annotations differ by design: (member, parameter) -> why.
+    differ: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: Members whose return annotation differs by design (constructors).
+    returns_differ: frozenset[str] = frozenset()
+
+    @property
+    def id(self) -> str:
+        return f"{self.sync.__name__}-{self.aio.__name__}"
+
+
+CONTEXT = {"__enter__": "__aenter__", "__exit__": "__aexit__"}
+
+TWINS = [
+    Twins(
+        SqliteTransport,
+        AsyncSqliteTransport,
+        renamed={"__init__": "create", **CONTEXT},
+        # sync_twin: a thread's way into the async one's database; __init__: internal (create)
+        only_async=frozenset({"sync_twin", "__init__"}),
+        returns_differ=frozenset({"__init__", "__enter__"}),  # each returns its own class
+    ),
+    Twins(
+        Worker,
+        AsyncWorker,
+        blocking=frozenset({"__init__", "stop"}),  # stop: safe from any thread, on both
+        differ={
+            ("__init__", "transport"): "each drives its own transport kind",
+            ("__init__", "handler"): "the async worker awaits its handler",
+        },
+    ),
+]
+
+
+def public(cls: type) -> dict[str, Any]:
+    """The class's own public members (and the dunders a user calls), as declared."""
+    members: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        if klass in (object, typing.Generic):
+            continue
+        for name, value in vars(klass).items():
+            if not name.startswith("_") or name in {"__init__", *CONTEXT, *CONTEXT.values()}:
+                members[name] = value
+    return members
+
+
+def kind(member: Any) -> str:
+    if isinstance(member, property):
+        return "property"
+    if isinstance(member, classmethod):
+        return "classmethod"
+    if isinstance(member, staticmethod):
+        return "staticmethod"
+    return "method"
+
+
+def function(member: Any) -> Callable[..., Any]:
+    if isinstance(member, property):
+        assert member.fget is not None
+        return member.fget
+    if isinstance(member, classmethod | staticmethod):
+        return member.__func__  # type: ignore[no-any-return]
+    return member  # type: ignore[no-any-return]
+
+
+def awaited(annotation: Any) -> Any:
+    """The type an ``Awaitable[X]`` / ``Coroutine[..., X]`` return gives when awaited."""
+    origin = typing.get_origin(annotation)
+    if origin in (collections.abc.Awaitable, collections.abc.Coroutine):
+        return typing.get_args(annotation)[-1]
+    return annotation
+
+
+def parameters(fn: Callable[..., Any]) -> list[inspect.Parameter]:
+    return list(inspect.signature(fn, eval_str=True).parameters.values())[1:]  # self / cls
+
+
+def test_every_pair_is_listed_once() -> None:
+    assert len({t.id for t in TWINS}) == len(TWINS)
+
+
+@pytest.mark.parametrize("twins", TWINS, ids=lambda t: t.id)
+def test_the_twins_public_surfaces_are_equal(twins: Twins) -> None:
+    sync, aio = public(twins.sync), public(twins.aio)
+    expected = {twins.renamed.get(name, name) for name in sync} | twins.only_async
+    assert set(aio) == expected, f"{twins.aio.__name__} differs from {twins.sync.__name__}"
+    for name, member in sync.items():
+        twin_name = twins.renamed.get(name, name)
+        twin = aio[twin_name]
+        where = f"{twins.sync.__name__}.{name} / {twins.aio.__name__}.{twin_name}"
+        if name not in twins.renamed:
+            assert kind(twin) == kind(member), where
+        fn, twin_fn = function(member), function(twin)
+        blocks = isinstance(member, property) or name in twins.blocking
+        assert inspect.iscoroutinefunction(twin_fn) is not blocks, f"{where}: coroutine?"
+        ours, theirs = parameters(fn), parameters(twin_fn)
+        assert [(p.name, p.kind, p.default) for p in ours] == [
+            (p.name, p.kind, p.default) for p in theirs
+        ], where
+        for p, q in zip(ours, theirs, strict=True):
+            if (name, p.name) not in twins.differ:
+                assert p.annotation == q.annotation, f"{where}: {p.name}"
+        if name not in twins.returns_differ:
+            mine = inspect.signature(fn, eval_str=True).return_annotation
+            yours = awaited(inspect.signature(twin_fn, eval_str=True).return_annotation)
+            assert mine == yours, f"{where}: returns"
+
+
+def test_a_difference_is_caught() -> None:
+    """The check itself: a twin that drops a default or changes a return fails it."""
+
+    class Sync:
+        def get(self, key: str, default: int = 0) -> int:
+            return default
+
+    class Async:
+        async def get(self, key: str, default: int = 1) -> int:
+            return default
+
+    class AsyncWrongReturn:
+        async def get(self, key: str, default: int = 0) -> str:
+            return ""
+
+    with pytest.raises(AssertionError):
+        test_the_twins_public_surfaces_are_equal(Twins(Sync, Async))
+    with pytest.raises(AssertionError):
+        test_the_twins_public_surfaces_are_equal(Twins(Sync, AsyncWrongReturn))
+
+    class AsyncRight:
+        async def get(self, key: str, default: int = 0) -> int:
+            return default
+
+    test_the_twins_public_surfaces_are_equal(Twins(Sync, AsyncRight))
