@@ -160,6 +160,30 @@ class BaselineTransport:
             conn.execute("ROLLBACK")
             raise
 
+    def ack_many_and_claim_many(
+        self, leases: list[Lease], worker_id: str, visibility: float, limit: int
+    ) -> list[Lease]:
+        """The batched baseline (issue 16): the design's deletes for every lease, then its
+        claim statements up to ``limit`` times, all in one ``BEGIN IMMEDIATE`` transaction. The
+        claim skips groups with a live lease, so the claims of one batch are on distinct groups."""
+        conn = self.conn
+        rows = []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for lease in leases:
+                conn.execute(DELETE_MESSAGE, (lease.seq,))
+                conn.execute(DROP_GROUP, (lease.group_id, lease.group_id))
+            now = self.clock()
+            while len(rows) < limit and (row := conn.execute(CLAIM, (0, now)).fetchone()):
+                conn.execute(TOUCH_GROUP, (now, row[1]))
+                conn.execute(LEASE, (worker_id, now + visibility, row[0]))
+                rows.append(row)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return [Lease(seq, group, Event.model_validate_json(raw)) for seq, group, raw in rows]
+
     def nack(self, lease: Lease, delay: float = 0.0) -> None:
         """By ``seq``: park until now + ``delay``, or free at once (one autocommit statement)."""
         if delay > 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import batches
 import harel_peer
 import pg_bench
 import wal
@@ -118,6 +119,8 @@ def targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
                     verdict(med(x) >= 0.5),
                 )
             )
+    if "batch" in r:
+        rows += batches.targets(r["batch"])
     if "harel" in r:
         rows += harel_peer.targets(r["harel"])
     if "pg" in r:
@@ -479,7 +482,7 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
         "",
         *_table(["", ""], [[k, v] for k, v in env.items()]),
         "",
-        "## Targets (issues 6, 3, 12 and 15)",
+        "## Targets (issues 6, 3, 12, 15 and 16)",
         "",
         *_table(
             ["target", f"figures (median (min{DASH}max))", "verdict"],
@@ -496,6 +499,7 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
         ("w6", section_w6),
         ("w7", wal.section),
         ("fast", section_fast),
+        ("batch", batches.section),
         ("harel", harel_peer.section),
         ("pg", pg_bench.section),
     ):

@@ -31,6 +31,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import batches  # noqa: E402
 import harel_peer  # noqa: E402
 import pg_bench  # noqa: E402
 import procs  # noqa: E402
@@ -39,7 +40,7 @@ import wal  # noqa: E402
 import workloads  # noqa: E402
 from common import Config  # noqa: E402
 
-WORKLOADS = ("w1", "w2", "w3", "w4", "w5", "w6", "w7", "fast", "harel", "pg")
+WORKLOADS = ("w1", "w2", "w3", "w4", "w5", "w6", "w7", "fast", "batch", "harel", "pg")
 W3_VARIANTS = ("plain", "fused", "pause", "retry", "flock", "handoff", "baseline")
 W3_QUICK = ("plain", "handoff", "baseline")
 
@@ -138,6 +139,7 @@ def main(argv: list[str]) -> int:
         "w6": lambda: workloads.w6_walk(cfg),
         "w7": lambda: wal.w7_wal(cfg),
         "fast": lambda: workloads.fast_paths(cfg),
+        "batch": lambda: batches.run(cfg),
         "harel": lambda: harel_peer.run(cfg),
         "pg": lambda: pg_bench.run(cfg),
     }

@@ -63,6 +63,21 @@ class Backend(Protocol):
     def ack_and_claim(
         self, conn: Any, statements: Any, clock: Clock, lease: Lease[Any], spec: ClaimSpec
     ) -> tuple[bool, Lease[Any] | None]: ...
+    def claim_many(
+        self, conn: Any, statements: Any, clock: Clock, spec: ClaimSpec, limit: int
+    ) -> list[Lease[Any]]: ...
+    def ack_many(
+        self, conn: Any, statements: Any, leases: tuple[Lease[Any], ...]
+    ) -> list[bool]: ...
+    def ack_many_and_claim_many(
+        self,
+        conn: Any,
+        statements: Any,
+        clock: Clock,
+        leases: tuple[Lease[Any], ...],
+        spec: ClaimSpec,
+        limit: int,
+    ) -> tuple[list[bool], list[Lease[Any]]]: ...
     def ack(self, conn: Any, statements: Any, lease: Lease[Any]) -> bool: ...
     def give_back(self, conn: Any, statements: Any, lease: Lease[Any]) -> bool: ...
     def nack(
@@ -190,6 +205,49 @@ class Calls(Generic[E]):
             clock=self.options.clock,
             lease=validate.lease(lease),
             spec=spec,
+        )
+
+    def claim_many(
+        self,
+        worker_id: object,
+        visibility: object,
+        limit: object,
+        min_priority: object,
+        routing_keys: object,
+        max_deliveries: object,
+    ) -> Call[list[Lease[E]]]:
+        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        return partial(
+            self.backend.claim_many,
+            statements=self.statements,
+            clock=self.options.clock,
+            spec=spec,
+            limit=validate.count("limit", limit),
+        )
+
+    def ack_many(self, leases: object) -> Call[list[bool]]:
+        return partial(
+            self.backend.ack_many, statements=self.statements, leases=validate.leases(leases)
+        )
+
+    def ack_many_and_claim_many(
+        self,
+        leases: object,
+        worker_id: object,
+        visibility: object,
+        limit: object,
+        min_priority: object,
+        routing_keys: object,
+        max_deliveries: object,
+    ) -> Call[tuple[list[bool], list[Lease[E]]]]:
+        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        return partial(
+            self.backend.ack_many_and_claim_many,
+            statements=self.statements,
+            clock=self.options.clock,
+            leases=validate.leases(leases),
+            spec=spec,
+            limit=validate.count("limit", limit),
         )
 
     def _spec(

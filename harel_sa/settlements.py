@@ -9,7 +9,7 @@ the cost is one context-variable lookup per settle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal
@@ -27,6 +27,15 @@ def report(lease: Lease[Any], how: How, delay: float = 0.0) -> None:
     watcher = _watcher.get()
     if watcher is not None:
         watcher(lease, how, delay)
+
+
+def report_acks(leases: Iterable[Lease[Any]], acked: Iterable[bool]) -> None:
+    """The acks of a batch: each lease whose ack took is reported as ``"acked"``."""
+    if _watcher.get() is None:
+        return
+    for lease, took in zip(leases, acked, strict=True):
+        if took:
+            report(lease, "acked")
 
 
 @contextmanager

@@ -122,3 +122,12 @@ def lease(value: object) -> Lease[BaseModel]:
     if not isinstance(value, Lease):
         raise InvalidArgumentTypeError(f"lease must be a Lease, not {type(value).__name__}")
     return value
+
+
+def leases(value: object) -> tuple[Lease[BaseModel], ...]:
+    """A collection of leases (a list or tuple; not a single lease)."""
+    if not isinstance(value, list | tuple):
+        raise InvalidArgumentTypeError(
+            f"leases must be a list or tuple of Lease, not {type(value).__name__}"
+        )
+    return tuple(lease(item) for item in value)

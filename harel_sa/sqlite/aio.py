@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from types import TracebackType
@@ -194,8 +194,7 @@ class AsyncSqliteTransport(Generic[E]):
                 # a lease nobody will see, uncounted, so the message need not wait for its
                 # lease to lapse and max_deliveries counts only deliveries a caller received.
                 result = await _finish(done)
-                taken = result[1] if isinstance(result, tuple) else result  # ack_and_claim
-                if isinstance(taken, Lease):
+                for taken in _leases_taken(result):
                     with suppress(HarelSAError):  # then it lapses, as a crashed worker's does
                         await self._driver.run(self._calls.give_back(taken))
                 raise
@@ -247,6 +246,49 @@ class AsyncSqliteTransport(Generic[E]):
         if acked:
             settlements.report(lease, "acked")
         return acked, following
+
+    async def claim_many(
+        self,
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> list[Lease[E]]:
+        """As :meth:`SqliteTransport.claim_many <harel_sa.SqliteTransport.claim_many>`: one
+        thread hop for the whole batch."""
+        return await self._run(
+            self._calls.claim_many(
+                worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
+            )
+        )
+
+    async def ack_many(self, leases: Sequence[Lease[E]]) -> list[bool]:
+        """As :meth:`SqliteTransport.ack_many <harel_sa.SqliteTransport.ack_many>`."""
+        acked = await self._run(self._calls.ack_many(leases))
+        settlements.report_acks(leases, acked)
+        return acked
+
+    async def ack_many_and_claim_many(
+        self,
+        leases: Sequence[Lease[E]],
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> tuple[list[bool], list[Lease[E]]]:
+        """As :meth:`SqliteTransport.ack_many_and_claim_many
+        <harel_sa.SqliteTransport.ack_many_and_claim_many>`."""
+        acked, claimed = await self._run(
+            self._calls.ack_many_and_claim_many(
+                leases, worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
+            )
+        )
+        settlements.report_acks(leases, acked)
+        return acked, claimed
 
     async def ack(self, lease: Lease[E]) -> bool:
         """As :meth:`SqliteTransport.ack <harel_sa.SqliteTransport.ack>`."""
@@ -351,3 +393,15 @@ async def _finish(done: asyncio.Future[T]) -> T | None:
         except asyncio.CancelledError:
             continue
     return None if done.cancelled() or done.exception() else done.result()
+
+
+def _leases_taken(result: object) -> list[Lease[Any]]:
+    """The leases a claiming call's ``result`` holds: a claim's lease, the second half of an
+    ``ack_and_claim``, the list of a ``claim_many`` or of an ``ack_many_and_claim_many``."""
+    if isinstance(result, tuple) and len(result) == 2:  # (acked, taken) of the fused calls
+        result = result[1]
+    if isinstance(result, Lease):
+        return [result]
+    if isinstance(result, list):
+        return [lease for lease in result if isinstance(lease, Lease)]
+    return []

@@ -68,6 +68,52 @@ def ack_and_claim(
         return _ack(conn, statements, lease), _claim(conn, statements, clock(), spec)
 
 
+def claim_many(
+    conn: sqlite3.Connection, statements: Statements, clock: Clock, spec: ClaimSpec, limit: int
+) -> list[Lease[Any]]:
+    """Up to ``limit`` leases, in one write transaction: exactly what ``limit`` successive
+    :func:`claim` calls at the same instant return, in the same order.
+
+    Each claim leases a group's head, so the next one finds that group in flight and moves on:
+    the leases are on distinct groups, in round-robin order, each with a token of its own.
+    """
+    with immediate_transaction(conn):
+        return _claim_many(conn, statements, clock(), spec, limit)
+
+
+def ack_many(
+    conn: sqlite3.Connection, statements: Statements, leases: tuple[Lease[Any], ...]
+) -> list[bool]:
+    """:func:`ack` each lease, all in one write transaction; each is fenced on its own."""
+    if not leases:
+        return []
+    with immediate_transaction(conn):
+        return [_ack(conn, statements, lease) for lease in leases]
+
+
+def ack_many_and_claim_many(
+    conn: sqlite3.Connection,
+    statements: Statements,
+    clock: Clock,
+    leases: tuple[Lease[Any], ...],
+    spec: ClaimSpec,
+    limit: int,
+) -> tuple[list[bool], list[Lease[Any]]]:
+    """:func:`ack_many` ``leases``, then :func:`claim_many`, in one write transaction."""
+    with immediate_transaction(conn):
+        acked = [_ack(conn, statements, lease) for lease in leases]
+        return acked, _claim_many(conn, statements, clock(), spec, limit)
+
+
+def _claim_many(
+    conn: sqlite3.Connection, statements: Statements, now: float, spec: ClaimSpec, limit: int
+) -> list[Lease[Any]]:
+    leases: list[Lease[Any]] = []
+    while len(leases) < limit and (lease := _claim(conn, statements, now, spec)) is not None:
+        leases.append(lease)
+    return leases
+
+
 def _claim(
     conn: sqlite3.Connection, statements: Statements, now: float, spec: ClaimSpec
 ) -> Lease[Any] | None:

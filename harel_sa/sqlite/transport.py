@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Generic, TypeVar
 
@@ -154,6 +154,54 @@ class SqliteTransport(Generic[E]):
         if acked:
             settlements.report(lease, "acked")
         return acked, following
+
+    def claim_many(
+        self,
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> list[Lease[E]]:
+        """Up to ``limit`` leases on the heads of distinct groups, in one write transaction.
+
+        Exactly the leases that ``limit`` successive :meth:`claim` calls would return at this
+        instant, in the same order (round-robin), with the same rows moved to the dead table on
+        the way; each lease is fenced by a token of its own. Fewer when fewer are deliverable.
+        """
+        return self._run(
+            self._calls.claim_many(
+                worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
+            )
+        )
+
+    def ack_many(self, leases: Sequence[Lease[E]]) -> list[bool]:
+        """:meth:`ack` every lease in one write transaction; for each, whether its ack took
+        (``False``, changing nothing, for a lease that was lost)."""
+        acked = self._run(self._calls.ack_many(leases))
+        settlements.report_acks(leases, acked)
+        return acked
+
+    def ack_many_and_claim_many(
+        self,
+        leases: Sequence[Lease[E]],
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> tuple[list[bool], list[Lease[E]]]:
+        """:meth:`ack_many` ``leases`` and :meth:`claim_many` up to ``limit`` more, in one write
+        transaction: one commit for a whole batch of settled and new messages."""
+        acked, claimed = self._run(
+            self._calls.ack_many_and_claim_many(
+                leases, worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
+            )
+        )
+        settlements.report_acks(leases, acked)
+        return acked, claimed
 
     def ack(self, lease: Lease[E]) -> bool:
         """Remove the leased message (and its group once empty).

@@ -7,6 +7,7 @@ event loop, so one module proves both. A new transport adds a parameter here.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -31,7 +32,8 @@ class Blocking:
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            return self._runner.run(attr(*args, **kwargs))
+            # in the caller's context, as a sync call runs (a worker's settlement watcher)
+            return self._runner.run(attr(*args, **kwargs), context=contextvars.copy_context())
 
         return call
 

@@ -159,3 +159,37 @@ def test_claims_cancelled_inside_the_driver_give_their_lease_back_uncounted(db: 
             assert await t.dead() == []
 
     asyncio.run(main())
+
+
+def test_batched_claims_cancelled_inside_the_driver_give_every_lease_back_uncounted(
+    db: str,
+) -> None:
+    """``claim_many`` and ``ack_many_and_claim_many`` cancelled while the driver runs them:
+    every lease of the batch is given back at once, uncounted; the acks of the fused call
+    stay done."""
+    clock = GateClock()
+
+    async def main() -> None:
+        async with await AsyncSqliteTransport.create(db, clock=clock) as t:
+            for group in ("g", "h", "i"):
+                await t.publish(group, Event(kind=f"{group}1"))
+                await t.publish(group, Event(kind=f"{group}2"))
+            clock.armed = True
+            await clock.cancel_inside(asyncio.ensure_future(t.claim_many("w", 30.0, 3)))
+            assert [row[1:] for row in deliveries(db)] == [(None, None, 0)] * 6
+            held = await t.claim_many("w", 30.0, 2)
+            assert [x.event.kind for x in held] == ["g1", "h1"]
+            clock.armed = True
+            await clock.cancel_inside(
+                asyncio.ensure_future(t.ack_many_and_claim_many(held, "w", 30.0, 3))
+            )
+            # g1 and h1 acked; the three heads the fused claim took are free again
+            assert [row[1:] for row in deliveries(db)] == [(None, None, 0)] * 4
+            again = await t.claim_many("w2", 30.0, 3)
+            assert sorted((x.event.kind, x.deliveries) for x in again) == [
+                ("g2", 1),
+                ("h2", 1),
+                ("i1", 1),
+            ]
+
+    asyncio.run(main())

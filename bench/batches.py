@@ -1,0 +1,161 @@
+"""Workload "batch" (issue 16): draining in batches against draining one message per commit.
+
+N messages over G groups (filled with ``publish_many``, untimed), drained by one worker:
+
+- **baseline**: the plain-sqlite3 baseline's ``claim`` + ``ack`` (two commits per message);
+- **baseline batched**: the batched baseline (``BaselineTransport.ack_many_and_claim_many``:
+  the design's statements for a batch of acks and up to B claims in one transaction);
+- **harel_sa**: ``claim`` + ``ack``, one message per call;
+- **harel_sa batched**: ``ack_many_and_claim_many`` of up to B, the sync transport;
+- **harel_sa async batched**: the same calls on ``AsyncSqliteTransport`` (one hop per batch).
+
+at ``synchronous`` FULL and NORMAL. These are the transports' batch calls in a loop; the
+``Worker`` does not batch yet, so the issue's Worker targets are not measured here.
+Each repetition runs the variants back to back, the order reversed every other repetition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from baseline import BaselineTransport
+from common import VISIBILITY, Config, X, event, fmt, fmt_ratio, med, ratios
+
+from harel_sa import AsyncSqliteTransport, SqliteTransport
+
+VARIANTS = (
+    "baseline",
+    "baseline batched",
+    "harel_sa",
+    "harel_sa batched",
+    "harel_sa async batched",
+)
+SYNCS = ("FULL", "NORMAL")
+BATCH = 32
+
+
+def _drain(variant: str, path: str, sync: str, items: list[tuple[str, Any]]) -> float:
+    """Messages per second of one drain of ``items`` by ``variant``."""
+    if variant.startswith("baseline"):
+        base = BaselineTransport(path, synchronous=sync)
+        try:
+            base.publish_many(items)
+            t0 = time.perf_counter()
+            n = 0
+            if variant == "baseline":
+                while (lease := base.claim("w", VISIBILITY)) is not None:
+                    base.ack(lease)
+                    n += 1
+            else:
+                leases = base.ack_many_and_claim_many([], "w", VISIBILITY, BATCH)
+                while leases:
+                    n += len(leases)
+                    leases = base.ack_many_and_claim_many(leases, "w", VISIBILITY, BATCH)
+            seconds = time.perf_counter() - t0
+        finally:
+            base.close()
+    elif variant == "harel_sa async batched":
+        n, seconds = asyncio.run(_async_drain(path, sync, items))
+    else:
+        with SqliteTransport(path, synchronous=sync) as q:  # type: ignore[arg-type]
+            q.publish_many(items)
+            t0 = time.perf_counter()
+            n = 0
+            if variant == "harel_sa":
+                while (one := q.claim("w", VISIBILITY)) is not None:
+                    q.ack(one)
+                    n += 1
+            else:
+                batch = q.claim_many("w", VISIBILITY, BATCH)
+                while batch:
+                    n += len(batch)
+                    _, batch = q.ack_many_and_claim_many(batch, "w", VISIBILITY, BATCH)
+            seconds = time.perf_counter() - t0
+    assert n == len(items), (variant, n, len(items))
+    return n / seconds
+
+
+async def _async_drain(path: str, sync: str, items: list[tuple[str, Any]]) -> tuple[int, float]:
+    q = await AsyncSqliteTransport.create(path, synchronous=sync)  # type: ignore[arg-type]
+    try:
+        await q.publish_many(items)
+        t0 = time.perf_counter()
+        n = 0
+        batch = await q.claim_many("w", VISIBILITY, BATCH)
+        while batch:
+            n += len(batch)
+            _, batch = await q.ack_many_and_claim_many(batch, "w", VISIBILITY, BATCH)
+        return n, time.perf_counter() - t0
+    finally:
+        await q.close()
+
+
+def run(cfg: Config) -> dict[str, Any]:
+    n, g = cfg.size(2000, 20000), cfg.size(100, 1000)
+    items = [(f"g{i % g}", event(i)) for i in range(n)]
+    out: dict[str, Any] = {"n": n, "groups": g, "batch": BATCH}
+    for sync in SYNCS:
+        out[sync] = {v: [] for v in VARIANTS}
+    for rep in range(cfg.reps):
+        for sync in SYNCS:
+            for variant in VARIANTS if rep % 2 == 0 else VARIANTS[::-1]:
+                path = str(cfg.fresh(f"batch-{variant.replace(' ', '-')}-{sync}"))
+                out[sync][variant].append(_drain(variant, path, sync, items))
+        cfg.log(f"  batch rep {rep + 1}/{cfg.reps} done")
+    return out
+
+
+def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
+    rows = []
+
+    def row(label: str, sync: str, a: str, b: str, goal: float) -> None:
+        x = ratios(w[sync][a], w[sync][b])
+        figures = f"{fmt(w[sync][a])} vs {fmt(w[sync][b])} msgs/s: {fmt_ratio(x)}"
+        rows.append((label, figures, "**met**" if med(x) >= goal else "**NOT met**"))
+
+    for sync, goal in (("FULL", 8.0), ("NORMAL", 3.0)):
+        row(
+            f"Batched drain ({sync}) ≥ {goal:g}{X} the baseline's claim+ack"
+            " (transport calls; the Worker does not batch yet)",
+            sync,
+            "harel_sa batched",
+            "baseline",
+            goal,
+        )
+        row(
+            f"Batched drain ({sync}) ≥ 0.9{X} the batched baseline",
+            sync,
+            "harel_sa batched",
+            "baseline batched",
+            0.9,
+        )
+        row(
+            f"Async batched drain ({sync}) ≥ 0.8{X} the sync batched drain",
+            sync,
+            "harel_sa async batched",
+            "harel_sa batched",
+            0.8,
+        )
+    return rows
+
+
+def section(w: dict[str, Any]) -> list[str]:
+    head = ["variant", *(f"{sync} msgs/s" for sync in SYNCS), *(f"÷ baseline ({s})" for s in SYNCS)]
+    lines = [
+        "## Batches: claim_many / ack_many_and_claim_many (issue 16)",
+        "",
+        f"{w['n']:,} messages over {w['groups']:,} groups (filled with `publish_many`, untimed),"
+        f" drained by one worker; batches of up to {w['batch']}. `baseline batched` is the"
+        " design's statements for a batch of acks and claims in one transaction on plain"
+        " sqlite3. These are the transports' calls in a loop: the `Worker` does not batch yet.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" for _ in head) + "|",
+    ]
+    for variant in VARIANTS:
+        cells = [fmt(w[sync][variant]) for sync in SYNCS]
+        cells += [fmt_ratio(ratios(w[sync][variant], w[sync]["baseline"])) for sync in SYNCS]
+        lines.append("| " + " | ".join([variant, *cells]) + " |")
+    return [*lines, ""]

@@ -1,0 +1,221 @@
+"""Batches: ``claim_many`` is ``limit`` successive claims, ``ack_many`` is each ack, in one
+transaction each, on both twins.
+
+The property test builds the same history twice, on two files: publishes (groups, priorities,
+routing keys), rows no transport could decode, claims, acks, nacks and parks, lapses of time.
+Then one queue answers ``claim_many(limit, ...)`` and the other ``limit`` successive
+``claim`` calls with the same arguments: the leases (groups, messages, deliveries, order), the
+dead table and every row the claims wrote must be the same.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harel_sa import Event, InvalidArgumentError, InvalidArgumentTypeError, Lease, settlements
+from tests.conftest import FakeClock
+from tests.contract.conftest import OpenQueue
+
+M, G, D = "harel_transport_messages", "harel_transport_groups", "harel_transport_dead"
+VIS = 30.0
+KEYS = st.sampled_from([None, "a", "b"])
+CLAIM_ARGS = st.fixed_dictionaries(
+    {
+        "min_priority": st.integers(0, 4),
+        "routing_keys": st.sampled_from([None, ("a",), ("a", "b")]),
+        "max_deliveries": st.sampled_from([None, 1, 2, 3]),
+    }
+)
+STEP = st.one_of(
+    st.tuples(st.just("publish"), st.integers(0, 5), st.integers(0, 4), KEYS),
+    st.tuples(st.just("poison"), st.integers(0, 5)),
+    st.tuples(st.just("claim"), CLAIM_ARGS),
+    st.tuples(st.just("ack"), st.integers(0, 20)),
+    st.tuples(st.just("nack"), st.integers(0, 20), st.sampled_from([0.0, 5.0, 50.0])),
+    st.tuples(st.just("advance"), st.sampled_from([0.5, 10.0, 31.0])),
+)
+
+
+class History:
+    """One queue and the leases it handed out while a history was played on it."""
+
+    def __init__(self, queue: Any, path: str) -> None:
+        self.queue = queue
+        self.path = path
+        self.held: list[Lease[Any]] = []
+
+    def play(self, step: tuple[Any, ...], event: Event) -> None:
+        """Play ``step``; ``event`` is what a publish step publishes (the same in both)."""
+        kind = step[0]
+        if kind == "publish":
+            _, group, priority, key = step
+            self.queue.publish(f"g{group}", event, priority=priority, routing_key=key)
+        elif kind == "poison":  # a row another program wrote, which no claim can decode
+            with sqlite3.connect(self.path) as raw:
+                raw.execute(f"INSERT OR IGNORE INTO {G} (group_id) VALUES (?)", (f"g{step[1]}",))
+                raw.execute(
+                    f"INSERT INTO {M} (group_id, event) VALUES (?, 'not json')", (f"g{step[1]}",)
+                )
+        elif kind == "claim":
+            lease = self.queue.claim("w", VIS, **step[1])
+            if lease is not None:
+                self.held.append(lease)
+        elif kind in ("ack", "nack") and self.held:
+            lease = self.held.pop(step[1] % len(self.held))
+            if kind == "ack":
+                self.queue.ack(lease)
+            else:
+                self.queue.nack(lease, step[2])
+
+    def rows(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every row, tokens left out (each queue makes its own)."""
+        with sqlite3.connect(self.path) as raw:
+            return {
+                "messages": raw.execute(
+                    f"SELECT seq, group_id, lock_expiry, locked_by IS NULL, deliveries FROM {M}"
+                    " ORDER BY seq"
+                ).fetchall(),
+                "groups": raw.execute(
+                    f"SELECT group_id, last_claimed_at FROM {G} ORDER BY group_id"
+                ).fetchall(),
+                "dead": raw.execute(
+                    f"SELECT seq, group_id, error FROM {D} ORDER BY seq"
+                ).fetchall(),
+            }
+
+
+def shape(leases: list[Lease[Any]]) -> list[tuple[Any, ...]]:
+    return [(x.seq, x.group_id, x.event.kind, x.deliveries, x.worker_id) for x in leases]
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=st.lists(STEP, max_size=30), limit=st.integers(1, 7), last=CLAIM_ARGS)
+def test_claim_many_is_limit_successive_claims(
+    open_queue: OpenQueue, steps: list[tuple[Any, ...]], limit: int, last: dict[str, Any]
+) -> None:
+    home = Path(tempfile.mkdtemp(prefix="batches-"))
+    try:
+        clock = FakeClock()
+        batch, single = (
+            History(open_queue(str(home / f"{n}.db"), clock=clock), str(home / f"{n}.db"))
+            for n in ("batch", "single")
+        )
+        for n, step in enumerate(steps):
+            if step[0] == "advance":
+                clock.advance(step[1])
+                continue
+            event = Event(kind=f"e{n}")
+            for history in (batch, single):
+                history.play(step, event)
+        assert batch.rows() == single.rows()
+
+        taken = batch.queue.claim_many("w2", VIS, limit, **last)
+        one_by_one = []
+        while len(one_by_one) < limit and (lease := single.queue.claim("w2", VIS, **last)):
+            one_by_one.append(lease)
+
+        assert shape(taken) == shape(one_by_one)
+        assert len({x.group_id for x in taken}) == len(taken)  # distinct groups
+        assert len({x.token for x in taken}) == len(taken)  # each fenced on its own
+        assert batch.rows() == single.rows()
+        for lease in taken:  # every lease is live: an ack of each takes
+            assert batch.queue.ack(lease)
+    finally:
+        shutil.rmtree(home)
+
+
+def test_ack_many_takes_the_live_leases_and_changes_nothing_for_the_lost(
+    q: Any, raw: sqlite3.Connection, clock: FakeClock
+) -> None:
+    for group in ("a", "b", "c"):
+        q.publish(group, Event(kind=f"{group}1"))
+    q.publish("c", Event(kind="c2"))
+    a_lease, b_lease, c_lease = q.claim_many("w1", VIS, 3)
+    assert [a_lease.group_id, b_lease.group_id, c_lease.group_id] == ["a", "b", "c"]
+    clock.advance(VIS + 1)  # every lease lapses; w2 claims a's and b's messages again
+    a_again, b_again = q.claim_many("w2", VIS, 2)
+    assert (a_again.seq, b_again.seq) == (a_lease.seq, b_lease.seq)
+
+    # a and b were re-claimed: lost. c lapsed but nobody took it: its ack takes, once.
+    assert q.ack_many([a_lease, b_lease, c_lease, c_lease]) == [False, False, True, False]
+    held = raw.execute(f"SELECT seq, locked_by FROM {M} WHERE locked_by IS NOT NULL").fetchall()
+    assert held == [(a_again.seq, a_again.locked_by), (b_again.seq, b_again.locked_by)]
+    assert q.ack_many([b_again]) == [True]
+    left = raw.execute(f"SELECT group_id, event FROM {M} ORDER BY seq").fetchall()
+    assert [(g, Event.model_validate_json(e).kind) for g, e in left] == [("a", "a1"), ("c", "c2")]
+    assert q.ack_many([]) == []
+
+
+def test_ack_many_and_claim_many_settles_and_claims_in_one_call(
+    open_queue: OpenQueue, tmp_path: Path, clock: FakeClock
+) -> None:
+    fused, apart = (open_queue(str(tmp_path / f"{n}.db"), clock=clock) for n in ("f", "a"))
+    events = [Event(kind=f"m{i}") for i in range(8)]
+    for queue in (fused, apart):
+        for i, event in enumerate(events):
+            queue.publish(f"g{i % 3}", event)
+    held_f, held_a = fused.claim_many("w", VIS, 2), apart.claim_many("w", VIS, 2)
+    clock.advance(1.0)
+    acked, taken = fused.ack_many_and_claim_many(held_f, "w", VIS, 3)
+    assert acked == apart.ack_many(held_a) == [True, True]
+    assert shape(taken) == shape(apart.claim_many("w", VIS, 3))
+    # g2 (never claimed) first, then g0 and g1 again: the heads the acks freed
+    assert [x.group_id for x in taken] == ["g2", "g0", "g1"]
+    assert [x.event.kind for x in taken] == ["m2", "m3", "m4"]
+    again, following = fused.ack_many_and_claim_many([*taken, taken[0]], "w", VIS, 1)
+    assert again == [True, True, True, False]  # the repeated lease was acked already
+    assert [x.event.kind for x in following] == ["m6"]  # g0: claimed as early, older arrival
+
+
+@pytest.mark.parametrize(
+    ("call", "error"),
+    [
+        (lambda q, lease: q.claim_many("w", VIS, 0), InvalidArgumentError),
+        (lambda q, lease: q.claim_many("w", VIS, "2"), InvalidArgumentTypeError),
+        (lambda q, lease: q.claim_many("w", VIS, True), InvalidArgumentTypeError),
+        (lambda q, lease: q.claim_many("", VIS, 2), InvalidArgumentError),
+        (lambda q, lease: q.claim_many("w", 0, 2), InvalidArgumentError),
+        (lambda q, lease: q.ack_many(lease), InvalidArgumentTypeError),
+        (lambda q, lease: q.ack_many([lease, "seq 1"]), InvalidArgumentTypeError),
+        (lambda q, lease: q.ack_many(x for x in [lease]), InvalidArgumentTypeError),
+        (lambda q, lease: q.ack_many_and_claim_many([lease], "w", VIS, 0), InvalidArgumentError),
+        (lambda q, lease: q.ack_many_and_claim_many(lease, "w", VIS, 1), InvalidArgumentTypeError),
+    ],
+)
+def test_bad_batch_arguments_raise_before_anything_is_written(
+    q: Any, raw: sqlite3.Connection, call: Any, error: type[Exception]
+) -> None:
+    q.publish("g", Event(kind="one"))
+    q.publish("h", Event(kind="two"))
+    lease = q.claim("w", VIS)
+
+    def dump() -> list[Any]:
+        return [raw.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in (M, G, D)]
+
+    before = dump()
+    with pytest.raises(error):
+        call(q, lease)
+    assert dump() == before
+
+
+def test_the_acks_of_a_batch_that_took_are_reported_to_the_watching_worker(q: Any) -> None:
+    q.publish("a", Event(kind="a1"))
+    q.publish("b", Event(kind="b1"))
+    first, second = q.claim_many("w", VIS, 2)
+    seen: list[tuple[str, str]] = []
+    with settlements.watching(lambda lease, how, delay: seen.append((lease.group_id, how))):
+        assert q.ack_many([first, first]) == [True, False]
+        assert q.ack_many_and_claim_many([second], "w", VIS, 1) == ([True], [])
+    assert seen == [("a", "acked"), ("b", "acked")]
