@@ -5,8 +5,11 @@ Producers ``publish`` events into groups; workers ``claim`` a group's head under
 across groups, with a priority floor and routing keys.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from harel_sa.errors import (
     BusyError,
+    ConnectionLostError,
     DatabaseReplacedError,
     DiskIOError,
     ForkedError,
@@ -34,10 +37,23 @@ from harel_sa.sqlite.aio import AsyncSqliteTransport
 from harel_sa.sqlite.transport import SqliteTransport
 from harel_sa.worker import AsyncWorker, DeadLetter, Retry, Worker
 
+if TYPE_CHECKING:
+    from harel_sa.postgres.aio import AsyncPostgresTransport
+    from harel_sa.postgres.transport import PostgresTransport
 
-def __getattr__(name: str) -> str:
+
+def __getattr__(name: str) -> Any:
     """``harel_sa.__version__``: the installed package's version, read from its metadata
-    when first asked for (importlib.metadata costs an import nobody else needs)."""
+    when first asked for (importlib.metadata costs an import nobody else needs); and
+    ``PostgresTransport``, imported when first asked for (it needs the ``postgres`` extra)."""
+    if name == "PostgresTransport":
+        from harel_sa.postgres.transport import PostgresTransport
+
+        return PostgresTransport
+    if name == "AsyncPostgresTransport":
+        from harel_sa.postgres.aio import AsyncPostgresTransport
+
+        return AsyncPostgresTransport
     if name != "__version__":
         raise AttributeError(f"module 'harel_sa' has no attribute {name!r}")
     from importlib.metadata import PackageNotFoundError, version
@@ -50,10 +66,12 @@ def __getattr__(name: str) -> str:
 
 __all__ = [
     "HEAD_REVISION",
+    "AsyncPostgresTransport",
     "AsyncSqliteTransport",
     "AsyncWorker",
     "Bucket",
     "BusyError",
+    "ConnectionLostError",
     "DatabaseReplacedError",
     "DeadLetter",
     "DeadMessage",
@@ -66,6 +84,7 @@ __all__ = [
     "Lease",
     "Names",
     "NotADatabaseError",
+    "PostgresTransport",
     "PriorityBucket",
     "QueuedMessage",
     "ReadOnlyError",

@@ -2,8 +2,10 @@
 
 It runs harel_sa's revisions on one prefix, records the revision in the prefix's own version
 table (``<prefix>_transport_alembic_version``) and, online, makes the whole run one
-``BEGIN IMMEDIATE`` transaction. It refuses to work on a prefix whose revision the host's
-Alembic history keeps (that would start a second record: see :mod:`harel_sa.state`).
+transaction: ``BEGIN IMMEDIATE`` on SQLite; on PostgreSQL (transactional DDL) one transaction
+holding an advisory lock on the prefix, so concurrent upgrades serialize. It refuses to work on
+a prefix whose revision the host's Alembic history keeps (that would start a second record: see
+:mod:`harel_sa.state`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,21 @@ from typing import Any
 
 from alembic.config import Config
 from alembic.util import CommandError
-from sqlalchemy import Connection, Engine, NullPool, create_engine, event
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Identity,
+    Index,
+    NullPool,
+    create_engine,
+    event,
+    make_url,
+)
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import ArgumentError
 
-from harel_sa.schema import DEFAULT_PREFIX, Names, metadata
+from harel_sa.schema import DEFAULT_PREFIX, Names, metadata, migration_lock, on_dialect
 from harel_sa.sqlite.connection import sqlite_url
 from harel_sa.state import read
 
@@ -56,6 +70,46 @@ def only_harel_sa(prefix: str) -> Callable[[str | None, str, Any], bool]:
     return include
 
 
+def on_this_dialect(dialect: str) -> Callable[[Any, str | None, str, bool, Any], bool]:
+    """The autogenerate ``include_object`` filter: the metadata's columns and indexes that
+    ``dialect`` does not have (:func:`harel_sa.schema.on_dialect`) are not compared, nor (on
+    PostgreSQL) a primary-key column declared nullable once the database has it."""
+
+    def include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+        if reflected or not isinstance(obj, Column | Index):
+            return True
+        if (
+            dialect == "postgresql"
+            and isinstance(obj, Column)
+            and obj.primary_key
+            and obj.nullable
+            and compare_to is not None
+        ):
+            # groups.group_id is declared as SQLite has it (a TEXT primary key admits NULL
+            # there); a PostgreSQL primary key is NOT NULL whatever the declaration, so the
+            # one difference autogenerate would report cannot be made. The column exists.
+            return False
+        return on_dialect(obj, dialect)
+
+    return include
+
+
+def server_defaults(
+    context: Any,
+    inspected_column: Any,
+    metadata_column: Any,
+    inspected_default: str | None,
+    metadata_default: Any,
+    rendered_metadata_default: str | None,
+) -> bool | None:
+    """The autogenerate ``compare_server_default`` hook: on SQLite an identity column (``seq``)
+    is the rowid (``INTEGER PRIMARY KEY AUTOINCREMENT``), which SQLite reports as no default;
+    every other default is compared as Alembic compares it."""
+    if context.dialect.name == "sqlite" and isinstance(metadata_column.server_default, Identity):
+        return False
+    return None
+
+
 def sync_url(target: object) -> str:
     """The ``sqlite://`` (pysqlite) URL of ``target``: a path, a SQLite URL or an Engine.
 
@@ -66,12 +120,42 @@ def sync_url(target: object) -> str:
     return url.set(drivername="sqlite").render_as_string(hide_password=False)
 
 
-def engine_for(url: str, *, busy_timeout_ms: int = _MIGRATION_BUSY_TIMEOUT_MS) -> Engine:
-    """An engine whose transactions are real: each begins with ``BEGIN IMMEDIATE``.
+def is_postgresql(target: object) -> bool:
+    """Whether ``target`` (a URL string, :class:`URL` or Engine) names a PostgreSQL database."""
+    if isinstance(target, Engine):
+        return target.dialect.name == "postgresql"
+    if isinstance(target, URL) or (isinstance(target, str) and "://" in target):
+        try:
+            return make_url(target).get_backend_name() == "postgresql"
+        except ArgumentError:
+            return False
+    return False
 
-    SQLAlchemy's recipe for SQLite: the driver opens no transaction of its own; each begin takes
-    the write lock, so DDL is transactional and concurrent upgrades wait for each other.
+
+def migration_url(target: object) -> str:
+    """The URL migrations run on: :func:`sync_url` for SQLite; for PostgreSQL the same database
+    through psycopg 3 (``postgresql://`` and ``postgresql+psycopg://`` alike)."""
+    if not is_postgresql(target):
+        return sync_url(target)
+    url = target.url if isinstance(target, Engine) else make_url(target)  # type: ignore[arg-type]
+    return url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+
+
+def engine_for(url: str, *, busy_timeout_ms: int = _MIGRATION_BUSY_TIMEOUT_MS) -> Engine:
+    """An engine whose transactions are real, so DDL is transactional and concurrent upgrades
+    wait for each other.
+
+    SQLite: SQLAlchemy's recipe (the driver opens no transaction of its own; each begin is
+    ``BEGIN IMMEDIATE``, which takes the write lock). PostgreSQL's DDL is transactional as it
+    is; the run takes an advisory lock instead (:func:`_run_online`), and waits for locks at
+    most ``busy_timeout_ms``.
     """
+    if is_postgresql(url):
+        return create_engine(
+            migration_url(url),
+            poolclass=NullPool,
+            connect_args={"options": f"-c lock_timeout={int(busy_timeout_ms)}"},
+        )
     engine = create_engine(sync_url(url), poolclass=NullPool)
 
     @event.listens_for(engine, "connect")
@@ -93,7 +177,8 @@ def run_env() -> None:
     ["connection"]`` (the caller's, used as given: its transactions are the caller's), then
     ``-x url=...``, then ``sqlalchemy.url``. Otherwise harel_sa opens its own engine
     (:func:`engine_for`), and the whole run is one ``BEGIN IMMEDIATE`` transaction.
-    Offline (``--sql``) the URL is optional: the DDL is SQLite's either way.
+    Offline (``--sql``) the URL is optional and only chooses the dialect (SQLite by default;
+    a ``postgresql://`` URL prints PostgreSQL's DDL).
     """
     from alembic import context
 
@@ -116,8 +201,9 @@ def run_env() -> None:
         "transactional_ddl": True,
     }
     if context.is_offline_mode():
-        where: dict[str, Any] = {"url": sync_url(url)} if url else {"dialect_name": "sqlite"}
-        context.configure(literal_binds=True, **where, **common)
+        where: dict[str, Any] = {"url": migration_url(url)} if url else {"dialect_name": "sqlite"}
+        dialect = "postgresql" if url and is_postgresql(url) else "sqlite"
+        context.configure(literal_binds=True, **where, **common, **comparison(dialect))
         with context.begin_transaction():
             context.run_migrations()
         return
@@ -143,7 +229,7 @@ def _run_online(conn: Connection, names: Names, options: dict[str, Any]) -> None
     from alembic import context
 
     raw = conn.connection.driver_connection
-    if isinstance(raw, sqlite3.Connection):
+    if isinstance(raw, sqlite3.Connection) or conn.dialect.name == "postgresql":
         state = read(raw, names)
         if state.integrated and not any(r.own for r in state.records):
             host = state.records[0]
@@ -152,6 +238,19 @@ def _run_online(conn: Connection, names: Names, options: dict[str, Any]) -> None
                 f"({host.describe()}): run `alembic upgrade heads` / `alembic downgrade "
                 "harel_sa@-1` in your project; harel_sa's own history would start a second record"
             )
-    context.configure(connection=conn, **options)
+    context.configure(connection=conn, **options, **comparison(conn.dialect.name))
     with context.begin_transaction():
+        if conn.dialect.name == "postgresql":
+            # Concurrent upgrades of one prefix (processes starting together) take turns; the
+            # lock goes with the transaction. The next one then reads the revision this one
+            # recorded (READ COMMITTED: each statement sees what committed before it).
+            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (migration_lock(names),))
         context.run_migrations()
+
+
+def comparison(dialect: str) -> dict[str, Any]:
+    """How autogenerate (``alembic check``) compares on ``dialect``: only what it has."""
+    return {
+        "include_object": on_this_dialect(dialect),
+        "compare_server_default": server_defaults if dialect == "sqlite" else True,
+    }

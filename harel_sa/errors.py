@@ -84,3 +84,13 @@ class DatabaseReplacedError(TransportClosedError):
     it is reported instead of acknowledged; every later call raises this error too. Close the
     transport, find out which file holds the queue now, and open a new transport on it.
     """
+
+
+class ConnectionLostError(StorageError):
+    """The connection to the database server broke during the call (a server restart, a
+    terminated backend, a network drop), or no connection could be made.
+
+    Whether a write that was in flight took is unknown: a claim may have leased a message this
+    caller never received (it comes back when its lease lapses), an ack may have taken. The
+    transport reconnects on the next call.
+    """

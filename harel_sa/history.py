@@ -20,7 +20,7 @@ from alembic.script import ScriptDirectory
 from alembic.script.revision import RevisionError
 from alembic.util import CommandError
 
-from harel_sa.alembic_env import FORCE_OPTION, PREFIX_OPTION, sync_url
+from harel_sa.alembic_env import FORCE_OPTION, PREFIX_OPTION, is_postgresql, migration_url, sync_url
 from harel_sa.errors import InvalidArgumentError
 from harel_sa.schema import DEFAULT_PREFIX, Names
 from harel_sa.sqlite.startup import read_target
@@ -54,7 +54,7 @@ def config(target: object, *, prefix: str = DEFAULT_PREFIX) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", script_location())
     cfg.set_main_option("path_separator", "space")
-    cfg.set_main_option("sqlalchemy.url", sync_url(target))
+    cfg.set_main_option("sqlalchemy.url", migration_url(target).replace("%", "%%"))
     cfg.attributes[PREFIX_OPTION] = Names(prefix).prefix
     return cfg
 
@@ -90,10 +90,13 @@ def stamp(target: object, revision: str, *, prefix: str = DEFAULT_PREFIX) -> Non
     command.stamp(config(target, prefix=prefix), revision)
 
 
-def sql(*, prefix: str = DEFAULT_PREFIX, revision: str = "heads") -> str:
-    """The DDL of an upgrade from nothing to ``revision`` (or ``start:end``), for review."""
+def sql(*, prefix: str = DEFAULT_PREFIX, revision: str = "heads", url: object | None = None) -> str:
+    """The DDL of an upgrade from nothing to ``revision`` (or ``start:end``), for review.
+
+    SQLite's by default; ``url`` chooses the dialect (a ``postgresql://`` URL: PostgreSQL's) and
+    is never connected to."""
     buffer = io.StringIO()
-    cfg = config("offline.db", prefix=prefix)
+    cfg = config("offline.db" if url is None else url, prefix=prefix)
     cfg.output_buffer = buffer
     command.upgrade(cfg, revision, sql=True)
     return buffer.getvalue()
@@ -143,7 +146,12 @@ def resolve(revision: str) -> str:
 def state(
     target: object, *, prefix: str = DEFAULT_PREFIX, version_table: str | None = None
 ) -> State:
-    """:func:`harel_sa.sqlite.startup.read_target` of ``target`` (an Engine: of its URL)."""
+    """:func:`harel_sa.sqlite.startup.read_target` of ``target`` (an Engine: of its URL); on
+    PostgreSQL, the same reading through a read-only psycopg connection."""
+    if is_postgresql(target):
+        from harel_sa.postgres.connect import read_state
+
+        return read_state(target, prefix=prefix, version_table=version_table)
     return read_target(sync_url(target), prefix=prefix, version_table=version_table)
 
 

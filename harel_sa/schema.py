@@ -7,13 +7,17 @@ Released revisions never import these tables; they spell their own frozen DDL.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy import (
     REAL,
+    BigInteger,
     Column,
+    Identity,
     Index,
     Integer,
     MetaData,
@@ -21,6 +25,11 @@ from sqlalchemy import (
     Text,
     text,
 )
+from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.schema import CreateColumn
+from sqlalchemy.sql.compiler import DDLCompiler
+from sqlalchemy.types import TypeEngine
 
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 
@@ -28,6 +37,16 @@ from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 HEAD_REVISION = "harel_sa_0005"
 
 DEFAULT_PREFIX = "harel"
+
+#: Message sequence numbers: SQLite's ``INTEGER PRIMARY KEY AUTOINCREMENT`` (a 64-bit rowid);
+#: on PostgreSQL a ``BIGINT`` identity (``INTEGER`` there is 32 bits).
+SEQ = BigInteger().with_variant(Integer(), "sqlite")
+#: Epoch seconds: SQLite's REAL is 8 bytes; PostgreSQL's REAL is 4, so DOUBLE PRECISION there.
+TIME: TypeEngine[float] = REAL().with_variant(DOUBLE_PRECISION(), "postgresql")
+#: ``info`` of the objects only PostgreSQL has (see :func:`on_dialect`).
+POSTGRESQL_ONLY: dict[str, Any] = {"harel_sa_dialects": ("postgresql",)}
+#: ``info`` of the objects only SQLite has.
+SQLITE_ONLY: dict[str, Any] = {"harel_sa_dialects": ("sqlite",)}
 _PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,29}")
 
 
@@ -96,6 +115,13 @@ class Names:
         return (self.messages, self.groups, self.dead)
 
 
+def migration_lock(names: Names) -> int:
+    """The PostgreSQL advisory lock key (a signed 64-bit int) that schema changes of ``names``'s
+    prefix hold for their transaction: Alembic runs and a transport's start-up alike."""
+    digest = hashlib.sha256(f"harel_sa schema {names.prefix}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
 @dataclass(frozen=True, slots=True)
 class Schema:
     """The Core metadata of one prefix, with its tables at hand."""
@@ -120,36 +146,47 @@ def _schema(prefix: str) -> Schema:
     messages = Table(
         names.messages,
         md,
-        Column("seq", Integer, primary_key=True, nullable=True),
+        Column("seq", SEQ, Identity(), primary_key=True),
         Column("group_id", Text, nullable=False),
         Column("event", Text, nullable=False),
         Column("locked_by", Text),
-        Column("lock_expiry", REAL),
+        Column("lock_expiry", TIME),
         Column("deliveries", Integer, nullable=False, server_default=text("0")),
-        Column("enqueued_at", REAL),  # when harel_sa's publish committed it; NULL from others
+        Column("enqueued_at", TIME),  # when harel_sa's publish committed it; NULL from others
         sqlite_autoincrement=True,
     )
     groups = Table(
         names.groups,
         md,
         Column("group_id", Text, primary_key=True, nullable=True),
-        Column("last_claimed_at", REAL, nullable=False, server_default=text("0.0")),
+        Column("last_claimed_at", TIME, nullable=False, server_default=text("0.0")),
         Column("priority", Integer, nullable=False, server_default=text("0")),
         Column("routing_key", Text),
+        Column("arrival", BigInteger, Identity(), nullable=False, info=POSTGRESQL_ONLY),
     )
     dead = Table(
         names.dead,
         md,
-        Column("seq", Integer, primary_key=True, autoincrement=False),
+        Column("seq", SEQ, primary_key=True, autoincrement=False),
         Column("group_id", Text, nullable=False),
         Column("event", Text, nullable=False),
         Column("error", Text, nullable=False),
-        Column("dead_at", REAL, nullable=False),
+        Column("dead_at", TIME, nullable=False),
         Column("deliveries", Integer, nullable=False),
         Column("priority", Integer, nullable=False, server_default=text("0")),
         Column("routing_key", Text),
     )
-    Index(names.groups_by_last_claimed, groups.c.last_claimed_at)
+    # The round-robin order, ties in arrival order: SQLite's index entries end with the rowid;
+    # PostgreSQL's must name the arrival column.
+    Index(names.groups_by_last_claimed, groups.c.last_claimed_at, info=SQLITE_ONLY).ddl_if(
+        dialect="sqlite"
+    )
+    Index(
+        names.groups_by_last_claimed,
+        groups.c.last_claimed_at,
+        groups.c.arrival,
+        info=POSTGRESQL_ONLY,
+    ).ddl_if(dialect="postgresql")
     # Only groups with a routing key: a routed claim walks no other, and claiming one without
     # a key (the common group) costs no write of this index.
     Index(
@@ -157,6 +194,7 @@ def _schema(prefix: str) -> Schema:
         groups.c.routing_key,
         groups.c.last_claimed_at,
         sqlite_where=groups.c.routing_key.isnot(None),
+        postgresql_where=groups.c.routing_key.isnot(None),
     )
     # Only groups above priority 0 are indexed: the common group costs no index write per claim,
     # and a claim with a priority floor (> 0) never needs the others.
@@ -165,10 +203,36 @@ def _schema(prefix: str) -> Schema:
         groups.c.priority,
         groups.c.last_claimed_at,
         sqlite_where=groups.c.priority > 0,
+        postgresql_where=groups.c.priority > 0,
     )
     Index(names.messages_by_group, messages.c.group_id, messages.c.seq)
     Index(names.dead_by_group, dead.c.group_id, dead.c.seq)
     return Schema(names, md, messages, groups, dead)
+
+
+def on_dialect(item: Column[Any] | Index, dialect: str) -> bool:
+    """Whether ``item`` (a column or index of the metadata) exists on ``dialect``.
+
+    Only PostgreSQL has ``groups.arrival`` and the ``(last_claimed_at, arrival)`` index: the
+    claim's ties (never-claimed groups) go in arrival order, which SQLite reads from the groups'
+    rowid (an index entry ends with it) and PostgreSQL, whose rows have no stable order, from an
+    identity column. Both dialects share the metadata; DDL (``create_all``, below) and
+    autogenerate's comparison (``harel_sa.alembic_env``'s ``include_object``) skip what a
+    dialect does not have.
+    """
+    dialects = item.info.get("harel_sa_dialects")
+    return dialects is None or dialect in dialects
+
+
+@compiles(CreateColumn, "sqlite")
+def _sqlite_column(element: CreateColumn, compiler: DDLCompiler, **kw: Any) -> str | None:
+    """SQLite's CREATE TABLE leaves out the columns it does not have (SQLAlchemy's documented
+    way to omit a column); every other column compiles as it would without this hook."""
+    column = element.element
+    if isinstance(column, Column) and not on_dialect(column, "sqlite"):
+        return None
+    compiled: str | None = compiler.visit_create_column(element, **kw)  # type: ignore[no-untyped-call]
+    return compiled
 
 
 def metadata(prefix: str = DEFAULT_PREFIX) -> MetaData:

@@ -22,8 +22,9 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, Protocol
 
-from harel_sa.schema import HEAD_REVISION, Names, schema_for
+from harel_sa.schema import HEAD_REVISION, Names, on_dialect, schema_for
 
 _MESSAGES_SUFFIX = "_transport_messages"
 _OWN_SUFFIX = "_transport_alembic_version"
@@ -150,92 +151,194 @@ class State:
         )
 
 
-def read(conn: sqlite3.Connection, names: Names, version_table: str | None = None) -> State:
-    """The state of ``names``'s queue in the file behind ``conn``; only reads.
+class Catalog(Protocol):
+    """What :func:`read` asks of a database: the names in it, lowercased."""
+
+    dialect: str
+
+    def tables(self) -> dict[str, bool]:
+        """Every table, and whether it has Alembic's shape (a ``version_num`` column)."""
+        ...
+
+    def indexes(self) -> set[str]: ...
+
+    def columns(self, tables: list[str]) -> dict[str, set[str]]: ...
+
+    def versions(self, table: str) -> tuple[str, ...] | None:
+        """The harel_sa revisions in ``table`` (``None``: not of Alembic's shape after all)."""
+        ...
+
+
+class SqliteCatalog:
+    """The catalog of a SQLite file (``sqlite_master``, ``pragma_table_info``)."""
+
+    dialect = "sqlite"
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def tables(self) -> dict[str, bool]:
+        return {
+            str(name): "version_num" in str(sql or "").lower()
+            for name, sql in self.conn.execute(
+                "SELECT lower(name), sql FROM sqlite_master WHERE type = 'table'"
+            )
+        }
+
+    def indexes(self) -> set[str]:
+        rows = self.conn.execute("SELECT lower(name) FROM sqlite_master WHERE type = 'index'")
+        return {str(name) for (name,) in rows}
+
+    def columns(self, tables: list[str]) -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {name: set() for name in tables}
+        if tables:  # every column of every present table in one statement
+            marks = ", ".join("?" * len(tables))
+            for table, column in self.conn.execute(
+                f"SELECT lower(m.name), lower(p.name) FROM sqlite_master AS m, "
+                f"pragma_table_info(m.name) AS p WHERE m.type = 'table' "
+                f"AND lower(m.name) IN ({marks})",
+                tables,
+            ):
+                found[str(table)].add(str(column))
+        return found
+
+    def versions(self, table: str) -> tuple[str, ...] | None:
+        try:
+            rows = self.conn.execute(f"SELECT version_num FROM {table} {_HAREL_SA_ROWS}")
+            return tuple(sorted(str(r[0]) for r in rows.fetchall()))
+        except sqlite3.OperationalError:  # not of Alembic's shape after all
+            return None
+
+
+class PostgresCatalog:
+    """The catalog of a PostgreSQL schema: the connection's ``current_schema()``.
+
+    ``conn`` is a psycopg connection (or anything with its ``execute``); only reads. The
+    statements never fail on a database harel_sa did not make, so they can run inside the
+    caller's transaction (a failed statement would abort it).
+    """
+
+    dialect = "postgresql"
+    _IN_SCHEMA = "c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def tables(self) -> dict[str, bool]:
+        rows = self.conn.execute(
+            "SELECT c.relname, EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid "
+            "AND a.attname = 'version_num' AND NOT a.attisdropped) "
+            f"FROM pg_class c WHERE c.relkind IN ('r', 'p') AND {self._IN_SCHEMA}"
+        ).fetchall()
+        return {str(name): bool(shaped) for name, shaped in rows}
+
+    def indexes(self) -> set[str]:
+        rows = self.conn.execute(
+            f"SELECT c.relname FROM pg_class c WHERE c.relkind = 'i' AND {self._IN_SCHEMA}"
+        ).fetchall()
+        return {str(name) for (name,) in rows}
+
+    def columns(self, tables: list[str]) -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {name: set() for name in tables}
+        if tables:
+            for table, column in self.conn.execute(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_schema = current_schema() AND table_name = ANY(%s)",
+                (tables,),
+            ).fetchall():
+                found[str(table)].add(str(column))
+        return found
+
+    def versions(self, table: str) -> tuple[str, ...] | None:
+        if not self.tables().get(table):
+            return None
+        rows = self.conn.execute(f"SELECT version_num FROM {table} {_HAREL_SA_ROWS}").fetchall()
+        return tuple(sorted(str(r[0]) for r in rows))
+
+
+def catalog(conn: Any) -> Catalog:
+    """The :class:`Catalog` of a sqlite3 or psycopg connection."""
+    if isinstance(conn, sqlite3.Connection):
+        return SqliteCatalog(conn)
+    if type(conn).__module__.startswith("psycopg"):
+        return PostgresCatalog(conn)
+    raise TypeError(f"no catalog for a {type(conn).__name__}")
+
+
+def read(conn: Any, names: Names, version_table: str | None = None) -> State:
+    """The state of ``names``'s queue in the database behind ``conn`` (a sqlite3 or psycopg
+    connection); only reads.
 
     ``version_table`` names the host's version table (else it is looked for by its shape).
-    Every name is compared lowercased, as SQLite compares them.
+    Every name is compared lowercased, as SQLite compares them (PostgreSQL folds unquoted
+    names to lower case).
     """
-    objects = conn.execute(
-        "SELECT type, lower(name), sql FROM sqlite_master WHERE type IN ('table', 'index')"
-    ).fetchall()
-    tables = {str(name) for kind, name, _ in objects if kind == "table"}
-    indexes = {str(name) for kind, name, _ in objects if kind == "index"}
+    cat = catalog(conn)
+    shapes = cat.tables()
+    tables = set(shapes)
     prefixes = {t[: -len(_MESSAGES_SUFFIX)] for t in tables if t.endswith(_MESSAGES_SUFFIX)}
     present = bool(tables & set(names.tables))
 
     records = []
-    own = _record(conn, tables, names.version_table, own=True)
+    own = _record(cat, tables, names.version_table, own=True)
     if own is not None:
         records.append(own)
     if version_table is not None:
         named = version_table.lower()
-        host = _record(conn, tables, named, own=False) or Record(named, (), own=False)
+        host = _record(cat, tables, named, own=False) or Record(named, (), own=False)
         records.append(host)
     else:
         if own is None:  # the host's record is this prefix's if no other queue lacks one
             others = prefixes - {names.prefix}
             mine = names.prefix in prefixes and not any(
-                _record(conn, tables, f"{p}{_OWN_SUFFIX}", own=True) is None for p in others
+                _record(cat, tables, f"{p}{_OWN_SUFFIX}", own=True) is None for p in others
             )
         else:  # or, beside an own record, if this is the file's only queue (then compared)
             mine = prefixes == {names.prefix}
         if mine:
-            shaped = sorted(
-                str(name)
-                for kind, name, sql in objects
-                if kind == "table"
-                and "version_num" in str(sql or "").lower()
-                and not str(name).endswith(_OWN_SUFFIX)
-            )
-            records += [r for t in shaped if (r := _record(conn, tables, t, own=False))]
+            shaped = sorted(t for t, has in shapes.items() if has and not t.endswith(_OWN_SUFFIX))
+            records += [r for t in shaped if (r := _record(cat, tables, t, own=False))]
     return State(
         names=names,
         present=present,
-        missing=tuple(_missing(conn, names, tables, indexes)),
+        missing=tuple(_missing(cat, names, tables)),
         records=tuple(records),
         others=tuple(sorted(prefixes - {names.prefix})),
     )
 
 
-def _record(conn: sqlite3.Connection, tables: set[str], table: str, own: bool) -> Record | None:
+def _record(cat: Catalog, tables: set[str], table: str, own: bool) -> Record | None:
     if table not in tables:
         return None
-    try:
-        rows = conn.execute(f"SELECT version_num FROM {table} {_HAREL_SA_ROWS}").fetchall()
-    except sqlite3.OperationalError:  # not of Alembic's shape after all
-        return None
-    return Record(table, tuple(sorted(str(r[0]) for r in rows)), own) if rows else None
+    revisions = cat.versions(table)
+    return Record(table, revisions, own) if revisions else None
 
 
-@lru_cache(maxsize=64)
-def _expected(prefix: str) -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]:
-    """Each table of the metadata with its columns and indexes (built once per prefix)."""
+@lru_cache(maxsize=128)
+def _expected(
+    prefix: str, dialect: str
+) -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]:
+    """Each table of the metadata with the columns and indexes ``dialect`` has (built once
+    per prefix and dialect)."""
     return tuple(
-        (t.name, tuple(c.name for c in t.c), tuple(str(ix.name) for ix in t.indexes))
+        (
+            t.name,
+            tuple(c.name for c in t.c if on_dialect(c, dialect)),
+            tuple(str(ix.name) for ix in t.indexes if on_dialect(ix, dialect)),
+        )
         for t in schema_for(prefix).metadata.sorted_tables
     )
 
 
-def _missing(
-    conn: sqlite3.Connection, names: Names, tables: set[str], indexes: set[str]
-) -> list[str]:
-    expected = _expected(names.prefix)
-    wanted = [name for name, _, _ in expected if name in tables]
-    columns: dict[str, set[str]] = {name: set() for name in wanted}
-    if wanted:  # every column of every present table in one statement
-        marks = ", ".join("?" * len(wanted))
-        for table, column in conn.execute(
-            f"SELECT lower(m.name), lower(p.name) FROM sqlite_master AS m, "
-            f"pragma_table_info(m.name) AS p WHERE m.type = 'table' AND lower(m.name) IN ({marks})",
-            wanted,
-        ):
-            columns[str(table)].add(str(column))
+def _missing(cat: Catalog, names: Names, tables: set[str]) -> list[str]:
+    expected = _expected(names.prefix, cat.dialect)
+    columns = cat.columns([name for name, _, _ in expected if name in tables])
+    indexes = cat.indexes()
     missing: list[str] = []
     for table, cols, idxs in expected:
         if table not in tables:
             missing.append(f"table {table}")
             continue
         missing += [f"column {table}.{c}" for c in cols if c not in columns[table]]
-        missing += [f"index {ix}" for ix in idxs if ix not in indexes]
+        missing += [f"index {ix}" for ix in sorted(set(idxs)) if ix not in indexes]
     return missing

@@ -119,6 +119,12 @@ def register(commands: Commands) -> None:
     )
     add_prefix_option(sql)
     sql.add_argument("--revision", default="heads", help="target revision (default: heads)")
+    sql.add_argument(
+        "--url",
+        metavar="URL",
+        help="print this database's dialect (postgresql://... for PostgreSQL's DDL; default: "
+        "SQLite's); it is not connected to",
+    )
     sql.set_defaults(func=cmd_sql)
 
 
@@ -135,8 +141,42 @@ def _alembic() -> Iterator[None]:
         raise CliError(message, FAILED if "would destroy" in message else USAGE) from exc
 
 
+def _target(args: argparse.Namespace, *, must_exist: bool) -> Target:
+    """``--db``/``--url`` as :func:`~harel_sa.cli.common.target` checks it; a
+    ``postgresql://`` URL names a database on a server (nothing to check on disk)."""
+    if args.url and _postgresql(args.url):
+        return Target(args.url, None, prefix(args.prefix), is_url=True)
+    return target(args, must_exist=must_exist)
+
+
+def _postgresql(url: str) -> bool:
+    from harel_sa.alembic_env import is_postgresql
+
+    return is_postgresql(url)
+
+
 def _state(t: Target, version_table: str | None = None) -> State:
+    if t.path is None and _postgresql(t.api):
+        from harel_sa.postgres.connect import read_state
+
+        try:
+            return read_state(t.api, prefix=t.prefix, version_table=version_table)
+        except ImportError as exc:
+            raise CliError(f"{exc}: pip install 'harel-sa[postgres]'") from exc
+        except Exception as exc:  # psycopg.Error: the server refused or is not there
+            if type(exc).__module__.startswith("psycopg"):
+                raise CliError(f"cannot read {_shown(t)}: {exc}".strip(), USAGE) from exc
+            raise
     return read_target(t.api, prefix=t.prefix, version_table=version_table)
+
+
+def _shown(t: Target) -> str:
+    """The database as messages name it (a URL's password hidden)."""
+    if t.path is None and _postgresql(t.api):
+        from sqlalchemy import make_url
+
+        return make_url(t.api).render_as_string(hide_password=True)
+    return t.api
 
 
 def _revisions(revisions: tuple[str, ...] | list[str]) -> str:
@@ -187,7 +227,7 @@ def _moved(t: Target, args: argparse.Namespace, before: State, verb: str) -> int
     emit(
         args,
         {"before": list(before.current), **data},
-        f"{t.api} (prefix {t.prefix}): {verb} {_revisions(before.current)} -> "
+        f"{_shown(t)} (prefix {t.prefix}): {verb} {_revisions(before.current)} -> "
         f"{_revisions(after.current)}{note}",
     )
     return OK
@@ -205,7 +245,7 @@ def _refuse_integrated(s: State, t: Target, what: str) -> None:
 def cmd_upgrade(args: argparse.Namespace) -> int:
     from harel_sa import history
 
-    t = target(args, must_exist=False)
+    t = _target(args, must_exist=False)
     wanted = _resolved(args.revision)
     before = _state(t)  # a file that does not exist yet reads as empty
     _refuse_integrated(before, t, "upgrade")
@@ -224,7 +264,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 def cmd_downgrade(args: argparse.Namespace) -> int:
     from harel_sa import history
 
-    t = target(args, must_exist=True)
+    t = _target(args, must_exist=True)
     wanted = _resolved(args.revision)
     before = _state(t)
     _refuse_integrated(before, t, "downgrade")
@@ -243,7 +283,7 @@ def cmd_downgrade(args: argparse.Namespace) -> int:
 def cmd_stamp(args: argparse.Namespace) -> int:
     from harel_sa import history
 
-    t = target(args, must_exist=True)
+    t = _target(args, must_exist=True)
     _resolved(args.revision)
     before = _state(t)
     if args.revision != "base":
@@ -254,7 +294,7 @@ def cmd_stamp(args: argparse.Namespace) -> int:
 
 
 def cmd_current(args: argparse.Namespace) -> int:
-    t = target(args, must_exist=True)
+    t = _target(args, must_exist=True)
     s = _state(t, args.version_table)
     data = _json(s, t)
     mark = "at head" if s.ok else f"head is {_revisions(data['heads'])}"
@@ -270,7 +310,7 @@ def cmd_current(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    t = target(args, must_exist=True)
+    t = _target(args, must_exist=True)
     s = _state(t, args.version_table)
     data = _json(s, t)
     if s.ok:
@@ -303,5 +343,5 @@ def cmd_sql(args: argparse.Namespace) -> int:
     for part in args.revision.split(":"):
         history.resolve(part)
     with _alembic():
-        print(history.sql(prefix=chosen, revision=args.revision), end="")
+        print(history.sql(prefix=chosen, revision=args.revision, url=args.url), end="")
     return OK

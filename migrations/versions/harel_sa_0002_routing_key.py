@@ -5,10 +5,12 @@ Revises: harel_sa_0001
 Create Date: 2026-11-29
 
 Looks at PRAGMA table_info first (SQLite has no ADD COLUMN IF NOT EXISTS), so a file that
-already has the column (the original transport's schema 4) is left as it is.
+already has the column (the original transport's schema 4) is left as it is; PostgreSQL says
+``ADD COLUMN IF NOT EXISTS``.
 
-Frozen: this file spells its own SQL and guards and imports nothing from harel_sa, so it does
-the same in every release; tests/migrations/golden/ holds its ``upgrade --sql`` output.
+Frozen: this file spells its own SQL and guards (SQLite's and PostgreSQL's) and imports nothing
+from harel_sa, so it does the same in every release; tests/migrations/golden/ holds its
+``upgrade --sql`` output on each dialect.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ revision: str = "harel_sa_0002"
 down_revision: str | Sequence[str] | None = "harel_sa_0001"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+
+def _dialect() -> str:
+    """``sqlite`` or ``postgresql``: online the connection's, offline the configured URL's."""
+    return str(context.get_context().dialect.name)
 
 
 def _prefix() -> str:
@@ -71,9 +78,15 @@ def _refuse_to_destroy(prefix: str, table: str, where: str, what: str) -> None:
     if context.is_offline_mode():
         return
     bind = op.get_bind()
-    exists = bind.exec_driver_sql(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND lower(name) = ?", (table,)
-    ).scalar()
+    if _dialect() == "postgresql":
+        exists = bind.exec_driver_sql(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = %s",
+            (table,),
+        ).scalar()
+    else:
+        exists = bind.exec_driver_sql(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND lower(name) = ?", (table,)
+        ).scalar()
     rows = exists and bind.exec_driver_sql(f"SELECT count(*) FROM {table} WHERE {where}").scalar()
     force = context.get_x_argument(as_dictionary=True).get("force", "")
     forced = context.config.attributes.get("harel_sa_force") or force.lower() in ("1", "true")
@@ -87,9 +100,12 @@ def _refuse_to_destroy(prefix: str, table: str, where: str, what: str) -> None:
 
 def upgrade() -> None:
     p = _prefix()
-    present = _columns(f"{p}_transport_groups")
-    if present is None or "routing_key" not in present:
-        op.execute(f"ALTER TABLE {p}_transport_groups ADD COLUMN routing_key TEXT")
+    if _dialect() == "postgresql":
+        op.execute(f"ALTER TABLE {p}_transport_groups ADD COLUMN IF NOT EXISTS routing_key TEXT")
+    else:
+        present = _columns(f"{p}_transport_groups")
+        if present is None or "routing_key" not in present:
+            op.execute(f"ALTER TABLE {p}_transport_groups ADD COLUMN routing_key TEXT")
     op.execute(
         f"CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_routing_key "
         f"ON {p}_transport_groups (routing_key, last_claimed_at)"
@@ -106,6 +122,9 @@ def downgrade() -> None:
         "group routing key(s) (their messages would then go to any worker)",
     )
     op.execute(f"DROP INDEX IF EXISTS {p}_transport_groups_by_routing_key")
+    if _dialect() == "postgresql":
+        op.execute(f"ALTER TABLE {p}_transport_groups DROP COLUMN IF EXISTS routing_key")
+        return
     present = _columns(f"{p}_transport_groups")
     if present is None or "routing_key" in present:
         op.execute(f"ALTER TABLE {p}_transport_groups DROP COLUMN routing_key")

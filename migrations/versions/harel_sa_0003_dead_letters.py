@@ -4,8 +4,9 @@ Revision ID: harel_sa_0003
 Revises: harel_sa_0002
 Create Date: 2026-11-29
 
-Frozen: this file spells its own SQL and guards and imports nothing from harel_sa, so it does
-the same in every release; tests/migrations/golden/ holds its ``upgrade --sql`` output.
+Frozen: this file spells its own SQL and guards (SQLite's and PostgreSQL's) and imports nothing
+from harel_sa, so it does the same in every release; tests/migrations/golden/ holds its
+``upgrade --sql`` output on each dialect.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ revision: str = "harel_sa_0003"
 down_revision: str | Sequence[str] | None = "harel_sa_0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+
+def _dialect() -> str:
+    """``sqlite`` or ``postgresql``: online the connection's, offline the configured URL's."""
+    return str(context.get_context().dialect.name)
 
 
 def _prefix() -> str:
@@ -68,9 +74,15 @@ def _refuse_to_destroy(prefix: str, table: str, where: str, what: str) -> None:
     if context.is_offline_mode():
         return
     bind = op.get_bind()
-    exists = bind.exec_driver_sql(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND lower(name) = ?", (table,)
-    ).scalar()
+    if _dialect() == "postgresql":
+        exists = bind.exec_driver_sql(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = %s",
+            (table,),
+        ).scalar()
+    else:
+        exists = bind.exec_driver_sql(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND lower(name) = ?", (table,)
+        ).scalar()
     rows = exists and bind.exec_driver_sql(f"SELECT count(*) FROM {table} WHERE {where}").scalar()
     force = context.get_x_argument(as_dictionary=True).get("force", "")
     forced = context.config.attributes.get("harel_sa_force") or force.lower() in ("1", "true")
@@ -84,6 +96,9 @@ def _refuse_to_destroy(prefix: str, table: str, where: str, what: str) -> None:
 
 def upgrade() -> None:
     p = _prefix()
+    if _dialect() == "postgresql":
+        _upgrade_postgresql(p)
+        return
     present = _columns(f"{p}_transport_messages")
     if present is None or "deliveries" not in present:
         op.execute(
@@ -108,11 +123,39 @@ def upgrade() -> None:
     )
 
 
+def _upgrade_postgresql(p: str) -> None:
+    """The same on PostgreSQL: ``seq`` a BIGINT (a message's), ``dead_at`` DOUBLE PRECISION."""
+    op.execute(
+        f"ALTER TABLE {p}_transport_messages "
+        "ADD COLUMN IF NOT EXISTS deliveries INTEGER NOT NULL DEFAULT 0"
+    )
+    op.execute(
+        f"CREATE TABLE IF NOT EXISTS {p}_transport_dead (\n"
+        "    seq BIGINT NOT NULL,\n"
+        "    group_id TEXT NOT NULL,\n"
+        "    event TEXT NOT NULL,\n"
+        "    error TEXT NOT NULL,\n"
+        "    dead_at DOUBLE PRECISION NOT NULL,\n"
+        "    deliveries INTEGER NOT NULL,\n"
+        "    priority INTEGER DEFAULT 0 NOT NULL,\n"
+        "    routing_key TEXT,\n"
+        "    PRIMARY KEY (seq)\n"
+        ")"
+    )
+    op.execute(
+        f"CREATE INDEX IF NOT EXISTS {p}_transport_dead_by_group "
+        f"ON {p}_transport_dead (group_id, seq)"
+    )
+
+
 def downgrade() -> None:
     p = _prefix()
     _refuse_a_bare_step_across_heads()
     _refuse_to_destroy(
-        p, f"{p}_transport_dead", "1", "dead letter(s) (keep them: `harel-sa dead requeue` first)"
+        p,
+        f"{p}_transport_dead",
+        "1 = 1",
+        "dead letter(s) (keep them: `harel-sa dead requeue` first)",
     )
     _refuse_to_destroy(
         p,
@@ -122,6 +165,9 @@ def downgrade() -> None:
     )
     op.execute(f"DROP INDEX IF EXISTS {p}_transport_dead_by_group")
     op.execute(f"DROP TABLE IF EXISTS {p}_transport_dead")
+    if _dialect() == "postgresql":
+        op.execute(f"ALTER TABLE {p}_transport_messages DROP COLUMN IF EXISTS deliveries")
+        return
     present = _columns(f"{p}_transport_messages")
     if present is None or "deliveries" in present:
         op.execute(f"ALTER TABLE {p}_transport_messages DROP COLUMN deliveries")

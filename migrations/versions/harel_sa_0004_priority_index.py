@@ -8,8 +8,9 @@ A claim with min_priority > 0 walks this index, one lane per priority level, ins
 over every lower group on groups_by_last_claimed. Partial (priority > 0): the groups a floor
 never wants, and the most common ones, cost no index write when they are claimed.
 
-Frozen: this file spells its own SQL and guards and imports nothing from harel_sa, so it does
-the same in every release; tests/migrations/golden/ holds its ``upgrade --sql`` output.
+Frozen: this file spells its own SQL and guards (SQLite's and PostgreSQL's) and imports nothing
+from harel_sa, so it does the same in every release; tests/migrations/golden/ holds its
+``upgrade --sql`` output on each dialect.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ event says. The routing-key index becomes partial (``routing_key IS NOT NULL``):
 routing keys only ever walks groups that have one, and a claim of a group without one (the
 common case, and every group harel's own transport makes) no longer writes that index.
 
-Frozen: this file spells its own SQL and guards and imports nothing from harel_sa, so it does
-the same in every release; tests/migrations/golden/ holds its ``upgrade --sql`` output.
+Frozen: this file spells its own SQL and guards (SQLite's and PostgreSQL's) and imports nothing
+from harel_sa, so it does the same in every release; tests/migrations/golden/ holds its
+``upgrade --sql`` output on each dialect.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ revision: str = "harel_sa_0005"
 down_revision: str | Sequence[str] | None = "harel_sa_0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+
+def _dialect() -> str:
+    """``sqlite`` or ``postgresql``: online the connection's, offline the configured URL's."""
+    return str(context.get_context().dialect.name)
 
 
 def _prefix() -> str:
@@ -70,9 +76,15 @@ def _refuse_a_bare_step_across_heads() -> None:
 
 def upgrade() -> None:
     p = _prefix()
-    present = _columns(f"{p}_transport_messages")
-    if present is None or "enqueued_at" not in present:
-        op.execute(f"ALTER TABLE {p}_transport_messages ADD COLUMN enqueued_at REAL")
+    if _dialect() == "postgresql":
+        op.execute(
+            f"ALTER TABLE {p}_transport_messages "
+            "ADD COLUMN IF NOT EXISTS enqueued_at DOUBLE PRECISION"
+        )
+    else:
+        present = _columns(f"{p}_transport_messages")
+        if present is None or "enqueued_at" not in present:
+            op.execute(f"ALTER TABLE {p}_transport_messages ADD COLUMN enqueued_at REAL")
     op.execute(f"DROP INDEX IF EXISTS {p}_transport_groups_by_routing_key")
     op.execute(
         f"CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_routing_key "
@@ -89,6 +101,9 @@ def downgrade() -> None:
         f"CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_routing_key "
         f"ON {p}_transport_groups (routing_key, last_claimed_at)"
     )
+    if _dialect() == "postgresql":
+        op.execute(f"ALTER TABLE {p}_transport_messages DROP COLUMN IF EXISTS enqueued_at")
+        return
     present = _columns(f"{p}_transport_messages")
     if present is None or "enqueued_at" in present:
         op.execute(f"ALTER TABLE {p}_transport_messages DROP COLUMN enqueued_at")

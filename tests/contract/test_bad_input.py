@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from harel_sa import (
     TransportClosedError,
 )
 from tests.conftest import FakeClock
+from tests.contract.conftest import read, tables
 
 
 class Other(BaseModel):
@@ -24,12 +24,10 @@ class Other(BaseModel):
 
 
 def snapshot(db: str) -> list[Any]:
-    with sqlite3.connect(db) as raw:
-        tables = [
-            r[0]
-            for r in raw.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
-        ]
-        return [(t, raw.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()) for t in tables]
+    """Every table of the queue's database and its rows (SQLite's file, or PostgreSQL's)."""
+    found = [(t, read(db, f"SELECT * FROM {t} ORDER BY 1")) for t in tables(db)]
+    assert found, "nothing to compare: the queue's tables were not found"
+    return found
 
 
 @pytest.fixture

@@ -1,18 +1,16 @@
 """Batches: ``claim_many`` is ``limit`` successive claims, ``ack_many`` is each ack, in one
-transaction each, on both twins.
+transaction each, on every transport.
 
-The property test builds the same history twice, on two files: publishes (groups, priorities,
-routing keys), rows no transport could decode, claims, acks, nacks and parks, lapses of time.
-Then one queue answers ``claim_many(limit, ...)`` and the other ``limit`` successive
-``claim`` calls with the same arguments: the leases (groups, messages, deliveries, order), the
-dead table and every row the claims wrote must be the same.
+The property test builds the same history twice, on two prefixes of one database: publishes
+(groups, priorities, routing keys), rows no transport could decode, claims, acks, nacks and
+parks, lapses of time. Then one queue answers ``claim_many(limit, ...)`` and the other
+``limit`` successive ``claim`` calls with the same arguments: the leases (groups, messages,
+deliveries, order), the dead table and every row the claims wrote must be the same.
 """
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
-import tempfile
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +20,11 @@ from hypothesis import strategies as st
 
 from harel_sa import Event, InvalidArgumentError, InvalidArgumentTypeError, Lease, settlements
 from tests.conftest import FakeClock
-from tests.contract.conftest import OpenQueue
+from tests.contract.conftest import OpenQueue, read, write
 
 M, G, D = "harel_transport_messages", "harel_transport_groups", "harel_transport_dead"
 VIS = 30.0
+EXAMPLES = itertools.count()  # each example's queues get prefixes of their own
 KEYS = st.sampled_from([None, "a", "b"])
 CLAIM_ARGS = st.fixed_dictionaries(
     {
@@ -45,11 +44,13 @@ STEP = st.one_of(
 
 
 class History:
-    """One queue and the leases it handed out while a history was played on it."""
+    """One queue (its own prefix in the test's database) and the leases it handed out while a
+    history was played on it."""
 
-    def __init__(self, queue: Any, path: str) -> None:
-        self.queue = queue
-        self.path = path
+    def __init__(self, open_queue: OpenQueue, path: str, clock: FakeClock, prefix: str) -> None:
+        self.queue = open_queue(path, clock=clock, prefix=prefix)
+        self.path = path  # as the conftest's read() and write() take it
+        self.m, self.g, self.d = (f"{prefix}_transport_{t}" for t in ("messages", "groups", "dead"))
         self.held: list[Lease[Any]] = []
 
     def play(self, step: tuple[Any, ...], event: Event) -> None:
@@ -59,11 +60,10 @@ class History:
             _, group, priority, key = step
             self.queue.publish(f"g{group}", event, priority=priority, routing_key=key)
         elif kind == "poison":  # a row another program wrote, which no claim can decode
-            with sqlite3.connect(self.path) as raw:
-                raw.execute(f"INSERT OR IGNORE INTO {G} (group_id) VALUES (?)", (f"g{step[1]}",))
-                raw.execute(
-                    f"INSERT INTO {M} (group_id, event) VALUES (?, 'not json')", (f"g{step[1]}",)
-                )
+            group = f"g{step[1]}"
+            insert = f"INSERT INTO {self.g} (group_id) VALUES ('{group}') ON CONFLICT DO NOTHING"
+            write(self.path, insert)
+            write(self.path, f"INSERT INTO {self.m} (group_id, event) VALUES ('{group}', 'x')")
         elif kind == "claim":
             lease = self.queue.claim("w", VIS, **step[1])
             if lease is not None:
@@ -77,19 +77,15 @@ class History:
 
     def rows(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row, tokens left out (each queue makes its own)."""
-        with sqlite3.connect(self.path) as raw:
-            return {
-                "messages": raw.execute(
-                    f"SELECT seq, group_id, lock_expiry, locked_by IS NULL, deliveries FROM {M}"
-                    " ORDER BY seq"
-                ).fetchall(),
-                "groups": raw.execute(
-                    f"SELECT group_id, last_claimed_at FROM {G} ORDER BY group_id"
-                ).fetchall(),
-                "dead": raw.execute(
-                    f"SELECT seq, group_id, error FROM {D} ORDER BY seq"
-                ).fetchall(),
-            }
+        return {
+            "messages": read(
+                self.path,
+                "SELECT seq, group_id, lock_expiry, locked_by IS NULL, deliveries"
+                f" FROM {self.m} ORDER BY seq",
+            ),
+            "groups": read(self.path, f"SELECT group_id, last_claimed_at FROM {self.g} ORDER BY 1"),
+            "dead": read(self.path, f"SELECT seq, group_id, error FROM {self.d} ORDER BY seq"),
+        }
 
 
 def shape(leases: list[Lease[Any]]) -> list[tuple[Any, ...]]:
@@ -97,26 +93,23 @@ def shape(leases: list[Lease[Any]]) -> list[tuple[Any, ...]]:
 
 
 @settings(
-    max_examples=40,
+    max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(steps=st.lists(STEP, max_size=30), limit=st.integers(1, 7), last=CLAIM_ARGS)
 def test_claim_many_is_limit_successive_claims(
-    open_queue: OpenQueue, steps: list[tuple[Any, ...]], limit: int, last: dict[str, Any]
+    open_queue: OpenQueue, db: str, steps: list[tuple[Any, ...]], limit: int, last: dict[str, Any]
 ) -> None:
-    home = Path(tempfile.mkdtemp(prefix="batches-"))
+    clock = FakeClock()
+    n = next(EXAMPLES)
+    batch, single = (History(open_queue, db, clock, f"{kind}{n}") for kind in ("b", "s"))
     try:
-        clock = FakeClock()
-        batch, single = (
-            History(open_queue(str(home / f"{n}.db"), clock=clock), str(home / f"{n}.db"))
-            for n in ("batch", "single")
-        )
-        for n, step in enumerate(steps):
+        for i, step in enumerate(steps):
             if step[0] == "advance":
                 clock.advance(step[1])
                 continue
-            event = Event(kind=f"e{n}")
+            event = Event(kind=f"e{i}")
             for history in (batch, single):
                 history.play(step, event)
         assert batch.rows() == single.rows()
@@ -133,11 +126,12 @@ def test_claim_many_is_limit_successive_claims(
         for lease in taken:  # every lease is live: an ack of each takes
             assert batch.queue.ack(lease)
     finally:
-        shutil.rmtree(home)
+        batch.queue.close()
+        single.queue.close()
 
 
 def test_ack_many_takes_the_live_leases_and_changes_nothing_for_the_lost(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock
+    q: Any, db: str, clock: FakeClock
 ) -> None:
     for group in ("a", "b", "c"):
         q.publish(group, Event(kind=f"{group}1"))
@@ -150,10 +144,10 @@ def test_ack_many_takes_the_live_leases_and_changes_nothing_for_the_lost(
 
     # a and b were re-claimed: lost. c lapsed but nobody took it: its ack takes, once.
     assert q.ack_many([a_lease, b_lease, c_lease, c_lease]) == [False, False, True, False]
-    held = raw.execute(f"SELECT seq, locked_by FROM {M} WHERE locked_by IS NOT NULL").fetchall()
+    held = read(db, f"SELECT seq, locked_by FROM {M} WHERE locked_by IS NOT NULL ORDER BY seq")
     assert held == [(a_again.seq, a_again.locked_by), (b_again.seq, b_again.locked_by)]
     assert q.ack_many([b_again]) == [True]
-    left = raw.execute(f"SELECT group_id, event FROM {M} ORDER BY seq").fetchall()
+    left = read(db, f"SELECT group_id, event FROM {M} ORDER BY seq")
     assert [(g, Event.model_validate_json(e).kind) for g, e in left] == [("a", "a1"), ("c", "c2")]
     assert q.ack_many([]) == []
 
@@ -195,14 +189,14 @@ def test_ack_many_and_claim_many_settles_and_claims_in_one_call(
     ],
 )
 def test_bad_batch_arguments_raise_before_anything_is_written(
-    q: Any, raw: sqlite3.Connection, call: Any, error: type[Exception]
+    q: Any, db: str, call: Any, error: type[Exception]
 ) -> None:
     q.publish("g", Event(kind="one"))
     q.publish("h", Event(kind="two"))
     lease = q.claim("w", VIS)
 
     def dump() -> list[Any]:
-        return [raw.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in (M, G, D)]
+        return [read(db, f"SELECT * FROM {t} ORDER BY 1") for t in (M, G, D)]
 
     before = dump()
     with pytest.raises(error):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import pytest
 
 from harel_sa import Event, Lease, schema_for
 from tests.conftest import FakeClock
+from tests.contract.conftest import read
 from tests.legacy import LegacyFile
 
 VIS = 30.0
@@ -184,13 +184,12 @@ def test_ack_removes_the_message_and_the_empty_group(q: Any, db: str) -> None:
     q.publish("g", ev("m1"))
     q.publish("g", ev("m2"))
     names = schema_for().names
-    with sqlite3.connect(db) as raw:
-        q.ack(q.claim("w", VIS))
-        assert raw.execute(f"SELECT count(*) FROM {names.messages}").fetchone() == (1,)
-        assert raw.execute(f"SELECT count(*) FROM {names.groups}").fetchone() == (1,)
-        q.ack(q.claim("w", VIS))
-        assert raw.execute(f"SELECT count(*) FROM {names.messages}").fetchone() == (0,)
-        assert raw.execute(f"SELECT count(*) FROM {names.groups}").fetchone() == (0,)
+    q.ack(q.claim("w", VIS))
+    assert read(db, f"SELECT count(*) FROM {names.messages}") == [(1,)]
+    assert read(db, f"SELECT count(*) FROM {names.groups}") == [(1,)]
+    q.ack(q.claim("w", VIS))
+    assert read(db, f"SELECT count(*) FROM {names.messages}") == [(0,)]
+    assert read(db, f"SELECT count(*) FROM {names.groups}") == [(0,)]
 
 
 def test_messages_and_leases_survive_close_and_reopen(
@@ -220,6 +219,7 @@ def test_two_prefixes_share_a_file_without_seeing_each_other(
     assert b.claim("w", VIS).event.kind == "from-b"  # same group name, its own queue
 
 
+@pytest.mark.sqlite_file  # the original stdlib transport's files are SQLite files
 @pytest.mark.parametrize("routing_key", [False, True], ids=["schema3", "schema4"])
 def test_a_file_from_the_original_transport_is_upgraded_and_its_rows_claimed(
     open_queue: Any, db: str, clock: FakeClock, routing_key: bool

@@ -406,6 +406,7 @@ class Touchy(BaseModel):
         return kind
 
 
+@pytest.mark.sqlite_file  # one SQLite transaction; a PostgreSQL claim commits per statement
 def test_an_error_inside_a_claim_rolls_the_whole_claim_back(
     open_queue: Any, db: str, clock: FakeClock
 ) -> None:

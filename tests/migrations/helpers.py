@@ -23,7 +23,8 @@ from sqlalchemy.schema import CreateIndex
 
 import harel_sa
 from harel_sa import Names, SqliteTransport
-from harel_sa.alembic_env import only_harel_sa
+from harel_sa.alembic_env import on_this_dialect, only_harel_sa, server_defaults
+from harel_sa.schema import on_dialect
 
 REPO = Path(__file__).resolve().parents[2]
 #: The ``alembic`` command of the environment running the tests (``.venv/bin/alembic``).
@@ -108,8 +109,9 @@ def schema_diff(path: Path | str, prefix: str = "harel") -> list[Any]:
                 conn,
                 opts={
                     "include_name": only_harel_sa(prefix),
+                    "include_object": on_this_dialect("sqlite"),
                     "compare_type": True,
-                    "compare_server_default": True,
+                    "compare_server_default": server_defaults,
                 },
             )
             return list(compare_metadata(context, harel_sa.metadata(prefix)))
@@ -132,6 +134,8 @@ def index_mismatches(path: Path | str, prefix: str = "harel") -> dict[str, tuple
     wrong: dict[str, tuple[str, str]] = {}
     for table in harel_sa.metadata(prefix).sorted_tables:
         for ix in table.indexes:
+            if not on_dialect(ix, "sqlite"):
+                continue
             want = str(CreateIndex(ix).compile(dialect=dialect))
             have = stored.get(ix.name) or ""
             if _normal(have) != _normal(want):

@@ -20,6 +20,7 @@ from harel_sa import (
     SqliteTransport,
     metadata,
 )
+from harel_sa.schema import on_dialect
 from tests.legacy import LegacyFile
 
 
@@ -83,11 +84,29 @@ def test_the_metadata_holds_the_design_tables_and_indexes() -> None:
     md = metadata("p")
     assert set(md.tables) == {"p_transport_messages", "p_transport_groups", "p_transport_dead"}
     groups = md.tables["p_transport_groups"]
-    assert [c.name for c in groups.c] == ["group_id", "last_claimed_at", "priority", "routing_key"]
-    assert {ix.name: [c.name for c in ix.columns] for ix in groups.indexes} == {
-        "p_transport_groups_by_last_claimed": ["last_claimed_at"],
+    common = ["group_id", "last_claimed_at", "priority", "routing_key"]
+    assert [c.name for c in groups.c if on_dialect(c, "sqlite")] == common
+    assert [c.name for c in groups.c if on_dialect(c, "postgresql")] == [*common, "arrival"]
+    shared = {
         "p_transport_groups_by_routing_key": ["routing_key", "last_claimed_at"],
         "p_transport_groups_by_priority": ["priority", "last_claimed_at"],
+    }
+
+    def indexes(dialect: str) -> dict[str | None, list[str]]:
+        return {
+            ix.name: [c.name for c in ix.columns]
+            for ix in groups.indexes
+            if on_dialect(ix, dialect)
+        }
+
+    # Ties go in arrival order: SQLite's index entries end with the rowid, PostgreSQL's name it.
+    assert indexes("sqlite") == {
+        **shared,
+        "p_transport_groups_by_last_claimed": ["last_claimed_at"],
+    }
+    assert indexes("postgresql") == {
+        **shared,
+        "p_transport_groups_by_last_claimed": ["last_claimed_at", "arrival"],
     }
     messages = md.tables["p_transport_messages"]
     assert [c.name for c in messages.c][:5] == [

@@ -1,0 +1,276 @@
+"""``AsyncPostgresTransport``: the same operations, awaited, over an async psycopg pool.
+
+Each call takes a connection of an ``AsyncConnectionPool`` and awaits its operation's program
+(:func:`harel_sa.postgres.driver.arun`): the statements, parameters and decoding are those the
+sync transport runs. Coroutines on one transport claim in parallel, each on its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from pydantic import BaseModel
+
+from harel_sa import settlements
+from harel_sa.errors import TransportClosedError
+from harel_sa.events import E, Event, Lease
+from harel_sa.models import DeadMessage, QueuedMessage, Stats
+from harel_sa.postgres import operations as ops
+from harel_sa.postgres.calls import Calls
+from harel_sa.postgres.connect import display
+from harel_sa.postgres.driver import arun, lost, no_connection, translate
+from harel_sa.postgres.startup import open_schema
+from harel_sa.postgres.transport import PostgresTransport, options_of, pool_settings
+from harel_sa.schema import DEFAULT_PREFIX
+
+T = TypeVar("T")
+
+
+class AsyncPostgresTransport(Generic[E]):
+    """:class:`~harel_sa.PostgresTransport`'s async twin: the same rules, options and errors,
+    every call awaited. Build it with ``await AsyncPostgresTransport.create(url, ...)``."""
+
+    def __init__(
+        self, calls: Calls[E], pool: AsyncConnectionPool[Any], target: object, pool_size: int
+    ) -> None:
+        self._calls = calls
+        self._pool: AsyncConnectionPool[Any] | None = pool
+        self._target = target
+        self._pool_size = pool_size
+        self._where = display(target)
+
+    @classmethod
+    async def create(
+        cls,
+        url: object,
+        clock: Callable[[], float] | None = None,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        create_schema: bool = True,
+        busy_timeout: float = 5.0,
+        event_type: type[E] = Event,  # type: ignore[assignment]
+        pool_size: int = 10,
+    ) -> AsyncPostgresTransport[E]:
+        """Open the transport: the options of :class:`~harel_sa.PostgresTransport`."""
+        options = options_of(prefix, clock, busy_timeout, event_type)
+        calls = Calls(options, server_clock=clock is None)
+        where = display(url)
+        settings = pool_settings(url, options, pool_size)
+        # The schema is looked at (and made) on one connection of its own, as the sync
+        # transport does it: it runs once, at open.
+        await asyncio.to_thread(open_schema, settings.conninfo, options.names, where, create_schema)
+
+        async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+            await conn.execute(settings.setup)
+
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(**settings.arguments(configure))
+        try:
+            await pool.open(wait=True, timeout=settings.open_timeout)
+        except PoolTimeout as exc:
+            await pool.close()
+            raise no_connection(exc, None, where) from exc
+        return cls(calls, pool, url, settings.size)
+
+    @property
+    def prefix(self) -> str:
+        return self._calls.options.names.prefix
+
+    @property
+    def database(self) -> str:
+        """The database this transport opened, for messages and logs (no password)."""
+        return self._where
+
+    def sync_twin(self) -> PostgresTransport[E]:
+        """A :class:`~harel_sa.PostgresTransport` on the same database with the same options
+        (the :class:`~harel_sa.AsyncWorker`'s heartbeat extends leases through it, so a
+        handler that blocks the event loop cannot starve it)."""
+        options = self._calls.options
+        return PostgresTransport(
+            self._target,
+            None if self._calls.clock is None else options.clock,
+            prefix=self.prefix,
+            create_schema=False,
+            busy_timeout=options.busy_timeout,
+            event_type=options.event_type,
+            pool_size=2,
+        )
+
+    async def _run(self, op: ops.Op[T]) -> T:
+        pool = self._pool
+        if pool is None:
+            raise TransportClosedError("the transport is closed")
+        for attempt in (1, 2):
+            try:
+                async with pool.connection() as conn:
+                    try:
+                        return await arun(conn, op)
+                    except psycopg.Error as exc:
+                        if attempt == 1 and op.retry_safe and lost(exc, conn):
+                            continue
+                        raise translate(exc, conn, self._where) from exc
+            except PoolTimeout as exc:
+                if self._pool is None:
+                    raise TransportClosedError("the transport is closed") from exc
+                raise no_connection(exc, pool.get_stats(), self._where) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def publish(
+        self,
+        group_id: str,
+        event: BaseModel,
+        priority: int = 0,
+        routing_key: str | None = None,
+    ) -> None:
+        await self._run(self._calls.publish(group_id, event, priority, routing_key))
+
+    async def publish_many(
+        self,
+        items: Iterable[tuple[str, BaseModel]],
+        *,
+        priority: int = 0,
+        routing_key: str | None = None,
+    ) -> None:
+        await self._run(self._calls.publish_many(items, priority, routing_key))
+
+    async def claim(
+        self,
+        worker_id: str,
+        visibility: float,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> Lease[E] | None:
+        return await self._run(
+            self._calls.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        )
+
+    async def ack_and_claim(
+        self,
+        lease: Lease[E],
+        worker_id: str,
+        visibility: float,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> tuple[bool, Lease[E] | None]:
+        acked, following = await self._run(
+            self._calls.ack_and_claim(
+                lease, worker_id, visibility, min_priority, routing_keys, max_deliveries
+            )
+        )
+        if acked:
+            settlements.report(lease, "acked")
+        return acked, following
+
+    async def claim_many(
+        self,
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> list[Lease[E]]:
+        """Up to ``limit`` leases on the heads of distinct groups, in one transaction: what
+        ``limit`` successive :meth:`claim` calls would return, in the same order."""
+        return await self._run(
+            self._calls.claim_many(
+                worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
+            )
+        )
+
+    async def ack_many(self, leases: Sequence[Lease[E]]) -> list[bool]:
+        """:meth:`ack` every lease in one transaction; for each, whether its ack took."""
+        acked = await self._run(self._calls.ack_many(leases))
+        settlements.report_acks(leases, acked)
+        return acked
+
+    async def ack_many_and_claim_many(
+        self,
+        leases: Sequence[Lease[E]],
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> tuple[list[bool], list[Lease[E]]]:
+        """:meth:`ack_many` ``leases`` and :meth:`claim_many` up to ``limit``, in one
+        transaction."""
+        acked, claimed = await self._run(
+            self._calls.ack_many_and_claim_many(
+                leases, worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
+            )
+        )
+        settlements.report_acks(leases, acked)
+        return acked, claimed
+
+    async def ack(self, lease: Lease[E]) -> bool:
+        acked = await self._run(self._calls.ack(lease))
+        if acked:
+            settlements.report(lease, "acked")
+        return acked
+
+    async def nack(self, lease: Lease[E], delay: float = 0.0) -> bool:
+        nacked = await self._run(self._calls.nack(lease, delay))
+        if nacked:
+            settlements.report(lease, "nacked", delay)
+        return nacked
+
+    async def extend(self, lease: Lease[E], visibility: float) -> bool:
+        return await self._run(self._calls.extend(lease, visibility))
+
+    async def dead_letter(self, lease: Lease[E], reason: str) -> bool:
+        buried = await self._run(self._calls.dead_letter(lease, reason))
+        if buried:
+            settlements.report(lease, "dead_lettered")
+        return buried
+
+    async def stats(self) -> Stats:
+        return await self._run(self._calls.stats())
+
+    async def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
+        return await self._run(self._calls.peek(group_id, limit))
+
+    async def release(self, group_id: str | None = None) -> int:
+        return await self._run(self._calls.release(group_id))
+
+    async def purge(self, group_id: str) -> int:
+        return await self._run(self._calls.purge(group_id))
+
+    async def dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None, limit: int = 100
+    ) -> list[DeadMessage]:
+        return await self._run(self._calls.dead(group_id, seqs, limit))
+
+    async def requeue_dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None
+    ) -> int:
+        return await self._run(self._calls.requeue_dead(group_id, seqs))
+
+    async def purge_dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None
+    ) -> int:
+        return await self._run(self._calls.purge_dead(group_id, seqs))
+
+    async def close(self) -> None:
+        """Close the pool; later calls raise :class:`~harel_sa.TransportClosedError`."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def __aenter__(self) -> AsyncPostgresTransport[E]:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

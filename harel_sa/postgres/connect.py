@@ -1,0 +1,71 @@
+"""From a ``postgresql://`` URL (or a SQLAlchemy Engine on one) to psycopg connections."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError
+
+from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
+from harel_sa.schema import DEFAULT_PREFIX, Names
+from harel_sa.state import State, read
+
+#: The SQLAlchemy drivers whose URLs name a database psycopg can open as they are.
+DRIVERS = ("", "psycopg", "psycopg2", "psycopg_async", "asyncpg", "pg8000")
+
+
+def postgres_url(target: object) -> URL:
+    """The URL of ``target``: a ``postgresql://`` URL string, a :class:`URL` or an Engine."""
+    if isinstance(target, Engine):
+        url = target.url
+    elif isinstance(target, URL):
+        url = target
+    elif isinstance(target, str):
+        try:
+            url = make_url(target)
+        except ArgumentError as exc:
+            raise InvalidArgumentError(f"not a database URL: {target!r} ({exc})") from exc
+    else:
+        raise InvalidArgumentTypeError(
+            f"target must be a postgresql:// URL or an Engine, not {type(target).__name__}"
+        )
+    if url.get_backend_name() != "postgresql" or url.get_driver_name() not in DRIVERS:
+        raise InvalidArgumentError(
+            f"harel_sa's PostgreSQL backend needs a postgresql:// URL, not {url.drivername!r}"
+        )
+    return url
+
+
+def conninfo(target: object) -> str:
+    """The libpq connection string of ``target`` (what ``psycopg.connect`` takes)."""
+    from psycopg.conninfo import make_conninfo
+
+    url = postgres_url(target)
+    params: dict[str, Any] = {
+        "host": url.host,
+        "port": url.port,
+        "user": url.username,
+        "password": url.password,
+        "dbname": url.database,
+    }
+    for key, value in url.query.items():
+        params[key] = value if isinstance(value, str) else value[-1]
+    return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
+
+
+def read_state(
+    target: object, *, prefix: str = DEFAULT_PREFIX, version_table: str | None = None
+) -> State:
+    """What :func:`harel_sa.state.read` finds for ``prefix`` on ``target``, through a
+    connection that can only read (``read_only``): nothing is written."""
+    import psycopg
+
+    names = Names(prefix)
+    with psycopg.connect(conninfo(target), autocommit=True) as conn:
+        conn.read_only = True
+        return read(conn, names, version_table)
+
+
+def display(target: object) -> str:
+    return postgres_url(target).render_as_string(hide_password=True)

@@ -1,0 +1,104 @@
+"""Running an operation's program on a psycopg connection; the driver's errors as harel_sa's.
+
+:func:`run` is the sync driver (the async twin awaits the same steps). Every statement is sent
+prepared (``prepare=True``): PostgreSQL plans it once per connection. A transaction is rolled
+back on any exception, ``BaseException`` included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pg
+
+from harel_sa.errors import BusyError, ConnectionLostError, HarelSAError, StorageError
+from harel_sa.postgres.operations import Op, Result
+
+T = TypeVar("T")
+
+#: SQLSTATEs that mean "busy, retry later": a lock or statement timeout, a deadlock victim, a
+#: serialization failure. Nothing was written.
+_BUSY = (pg.LockNotAvailable, pg.QueryCanceled, pg.DeadlockDetected, pg.SerializationFailure)
+
+
+def run(conn: psycopg.Connection[Any], op: Op[T]) -> T:
+    """Run ``op``'s program on ``conn`` (an autocommit connection), in one transaction when it
+    has a ``begin``."""
+    program = op.start()
+    if op.begin is not None:
+        conn.execute(op.begin)
+    try:
+        step = next(program)
+        while True:
+            cur = conn.execute(step.sql, step.params, prepare=True)
+            rows = cur.fetchall() if cur.description is not None else []
+            step = program.send(Result(rows, cur.rowcount))
+    except StopIteration as done:
+        if op.begin is not None:
+            conn.execute("COMMIT")
+        value: T = done.value
+        return value
+    except BaseException:
+        if op.begin is not None and not conn.closed and not conn.broken:
+            with contextlib.suppress(psycopg.Error):  # gone: the server rolls back
+                conn.execute("ROLLBACK")
+        raise
+
+
+async def arun(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
+    """:func:`run`, awaited on an async connection: the same program, step for step."""
+    program = op.start()
+    if op.begin is not None:
+        await conn.execute(op.begin)
+    try:
+        step = next(program)
+        while True:
+            cur = await conn.execute(step.sql, step.params, prepare=True)
+            rows = await cur.fetchall() if cur.description is not None else []
+            step = program.send(Result(rows, cur.rowcount))
+    except StopIteration as done:
+        if op.begin is not None:
+            await conn.execute("COMMIT")
+        value: T = done.value
+        return value
+    except BaseException:
+        if op.begin is not None and not conn.closed and not conn.broken:
+            with contextlib.suppress(psycopg.Error):  # gone: the server rolls back
+                await conn.execute("ROLLBACK")
+        raise
+
+
+def no_connection(
+    exc: Exception, stats: dict[str, int] | None, where: str
+) -> BusyError | ConnectionLostError:
+    """A pool that gave no connection in time: busy when it has connections (all in use),
+    lost when it has none (the server cannot be reached)."""
+    if stats is not None and stats.get("pool_size", 0) > 0:
+        return BusyError(f"no connection of the pool was free within busy_timeout: {exc}")
+    return ConnectionLostError(f"cannot connect to {where}: {exc}")
+
+
+def lost(exc: BaseException, conn: Any | None) -> bool:
+    """Whether ``exc`` (raised on ``conn``) means the connection broke: the server went away,
+    terminated this backend, or the network dropped."""
+    if conn is not None and (conn.closed or conn.broken):
+        return True
+    state = getattr(exc, "sqlstate", None)
+    return isinstance(exc, psycopg.OperationalError) and (
+        state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+    )
+
+
+def translate(exc: psycopg.Error, conn: Any | None, where: str) -> HarelSAError:
+    """The typed error for a psycopg error: :class:`~harel_sa.BusyError` for a lock or
+    statement timeout (and deadlock or serialization victims), :class:`~harel_sa.
+    ConnectionLostError` for a broken connection, else :class:`~harel_sa.StorageError`."""
+    text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, _BUSY):
+        return BusyError(f"{text} ({exc.sqlstate})")
+    if lost(exc, conn):
+        return ConnectionLostError(f"the connection to {where} was lost: {text}")
+    state = getattr(exc, "sqlstate", None)
+    return StorageError(f"{text} ({state})" if state else text)

@@ -1,0 +1,455 @@
+"""The queue's operations on PostgreSQL, each written once as a program of statements.
+
+An operation is an :class:`Op`: a generator that yields :class:`Query` steps (a statement of
+:mod:`harel_sa.postgres.statements` and its parameters), receives each one's :class:`Result`,
+and returns the operation's value, plus whether its statements form one transaction. The
+sync transport runs a program on a pooled psycopg connection, the async twin on an async one;
+neither holds any logic of its own. Arguments arrive validated.
+
+Most operations are one statement sent alone in autocommit (one round trip, one commit): the
+claim, the ack, the publish, a nack, an extend. Those of several statements run in one
+transaction (``BEGIN`` ... ``COMMIT``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from harel_sa.events import Lease
+from harel_sa.models import DeadMessage, PriorityBucket, QueuedMessage, RoutingBucket, Stats
+from harel_sa.postgres.statements import PARKED, Statements
+
+T = TypeVar("T")
+Clock = Callable[[], float] | None  # None: the server's clock
+
+_MAX_ERROR = 2000
+#: Begin of a read that must see one snapshot (stats).
+SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+WRITE = "BEGIN"
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    sql: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    rows: list[tuple[Any, ...]]
+    rowcount: int
+
+    def one(self) -> tuple[Any, ...]:
+        return self.rows[0]
+
+
+Program = Generator[Query, Result, T]
+
+
+@dataclass(frozen=True, slots=True)
+class Op(Generic[T]):
+    """An operation ready to run: what starts its program (run again from the start when a
+    driver retries), and the ``BEGIN`` of its transaction (``None``:
+    its one statement runs alone, in autocommit). ``retry_safe``: it only reads, so a driver
+    may run it again on a fresh connection when the connection was lost."""
+
+    start: Callable[[], Program[T]]
+    begin: str | None = None
+    retry_safe: bool = False
+
+
+class _Tokens:
+    """Lease tokens: a random prefix per process and a counter; re-seeded in a forked child."""
+
+    def __init__(self) -> None:
+        self.reseed()
+
+    def reseed(self) -> None:
+        self.prefix = secrets.token_hex(6)
+        self.counter = itertools.count()
+
+    def next(self) -> str:
+        return f"{self.prefix}{next(self.counter):x}"
+
+
+_tokens = _Tokens()
+os.register_at_fork(after_in_child=_tokens.reseed)
+
+
+def _now(clock: Clock) -> float | None:
+    return None if clock is None else clock()
+
+
+Row = tuple[str, str, int, str | None]
+
+
+def publish(st: Statements, clock: Clock, rows: list[Row]) -> Op[None]:
+    """Append ``(group_id, event_json, priority, routing_key)`` rows, all or none."""
+    if len(rows) == 1:
+        return Op(partial(_publish_one, st, clock, rows[0]))
+    several = len({(r[2], r[3]) for r in rows}) > 1
+    return Op(partial(_publish_many, st, clock, rows), begin=WRITE if several else None)
+
+
+def _publish_one(st: Statements, clock: Clock, row: Row) -> Program[None]:
+    group_id, event, priority, routing_key = row
+    params = {
+        "group_id": group_id,
+        "event": event,
+        "priority": priority,
+        "routing_key": routing_key,
+        "now": _now(clock),
+    }
+    yield Query(st.publish, params)
+
+
+def _publish_many(st: Statements, clock: Clock, rows: list[Row]) -> Program[None]:
+    if not rows:
+        return
+    # One statement per (priority, routing key): the first publish of a group fixes both.
+    kinds: dict[tuple[int, str | None], list[Row]] = {}
+    for row in rows:
+        kinds.setdefault((row[2], row[3]), []).append(row)
+    for (priority, routing_key), chosen in kinds.items():
+        params = {
+            "groups": [r[0] for r in chosen],
+            "events": [r[1] for r in chosen],
+            "priority": priority,
+            "routing_key": routing_key,
+            "now": _now(clock),
+        }
+        yield Query(st.publish_many, params)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSpec:
+    """What a claim asks for, validated; built once per call by the transports."""
+
+    event_type: type[BaseModel]
+    worker_id: str
+    visibility: float
+    min_priority: int
+    routing_keys: tuple[str, ...]
+    max_deliveries: int | None
+
+
+def claim(st: Statements, clock: Clock, spec: ClaimSpec) -> Op[Lease[Any] | None]:
+    """Lease the head of the next group in round-robin order, or return ``None``.
+
+    One statement in autocommit. A head that does not decode, or was delivered
+    ``max_deliveries`` times already, is moved to the dead table (fenced by the lease just
+    taken) and the claim goes on, so no head wedges its group.
+    """
+    return Op(partial(_claim, st, clock, spec))
+
+
+def ack_and_claim(
+    st: Statements, clock: Clock, lease: Lease[Any], spec: ClaimSpec
+) -> Op[tuple[bool, Lease[Any] | None]]:
+    """:func:`ack` ``lease`` and :func:`claim` the next message in one transaction."""
+    return Op(partial(_ack_and_claim, st, clock, lease, spec), begin=WRITE)
+
+
+def _ack_and_claim(
+    st: Statements, clock: Clock, lease: Lease[Any], spec: ClaimSpec
+) -> Program[tuple[bool, Lease[Any] | None]]:
+    acked = yield from _ack(st, lease)
+    following = yield from _claim(st, clock, spec)
+    return acked, following
+
+
+def claim_many(st: Statements, clock: Clock, spec: ClaimSpec, limit: int) -> Op[list[Lease[Any]]]:
+    """Up to ``limit`` leases in one transaction: what ``limit`` successive :func:`claim` calls
+    return. Each claim sees the leases the transaction took before it (its own writes), so the
+    leases are on distinct groups, in round-robin order."""
+    return Op(partial(_claim_many, st, clock, spec, limit), begin=WRITE)
+
+
+def ack_many(st: Statements, leases: tuple[Lease[Any], ...]) -> Op[list[bool]]:
+    """:func:`ack` each lease, all in one transaction; each is fenced on its own."""
+    return Op(partial(_ack_many, st, leases), begin=WRITE if leases else None)
+
+
+def ack_many_and_claim_many(
+    st: Statements, clock: Clock, leases: tuple[Lease[Any], ...], spec: ClaimSpec, limit: int
+) -> Op[tuple[list[bool], list[Lease[Any]]]]:
+    """:func:`ack_many` ``leases``, then :func:`claim_many`, in one transaction."""
+    return Op(partial(_ack_many_and_claim_many, st, clock, leases, spec, limit), begin=WRITE)
+
+
+def _ack_many(st: Statements, leases: tuple[Lease[Any], ...]) -> Program[list[bool]]:
+    # Group rows are locked in group_id order, as publish_many locks them: two batches
+    # never wait on each other's locks in a cycle.
+    acked: dict[int, bool] = {}
+    for i in sorted(range(len(leases)), key=lambda i: leases[i].group_id):
+        acked[i] = yield from _ack(st, leases[i])
+    return [acked[i] for i in range(len(leases))]
+
+
+def _claim_many(
+    st: Statements, clock: Clock, spec: ClaimSpec, limit: int
+) -> Program[list[Lease[Any]]]:
+    leases: list[Lease[Any]] = []
+    while len(leases) < limit:
+        lease = yield from _claim(st, clock, spec)
+        if lease is None:
+            break
+        leases.append(lease)
+    return leases
+
+
+def _ack_many_and_claim_many(
+    st: Statements, clock: Clock, leases: tuple[Lease[Any], ...], spec: ClaimSpec, limit: int
+) -> Program[tuple[list[bool], list[Lease[Any]]]]:
+    acked = yield from _ack_many(st, leases)
+    claimed = yield from _claim_many(st, clock, spec, limit)
+    return acked, claimed
+
+
+def _claim(st: Statements, clock: Clock, spec: ClaimSpec) -> Program[Lease[Any] | None]:
+    select = st.claim(spec.min_priority, bool(spec.routing_keys))
+    while True:
+        token = _tokens.next()
+        locked_by = f"{spec.worker_id}#{token}"
+        params = {
+            "locked_by": locked_by,
+            "visibility": spec.visibility,
+            "min_priority": spec.min_priority,
+            "keys": list(spec.routing_keys),
+            "now": _now(clock),
+        }
+        found = yield Query(select, params)
+        if not found.rows:
+            return None
+        seq, group_id, raw, deliveries = found.one()
+        limit = spec.max_deliveries
+        if limit is not None and deliveries - 1 >= limit:
+            times = "1 time" if deliveries == 2 else f"{deliveries - 1} times"
+            yield from _bury(st, clock, seq, locked_by, f"delivered {times} (max {limit})", 1)
+            continue
+        try:
+            event = spec.event_type.model_validate_json(raw)
+        except ValueError as exc:
+            yield from _bury(st, clock, seq, locked_by, f"undecodable event: {exc}", 1)
+            continue
+        except GeneratorExit:
+            raise
+        except BaseException:
+            # The lease committed with the statement: give it back, uncounted, before the
+            # caller sees the error (an event type whose validation raises something else).
+            yield Query(st.give_back, {"seq": seq, "locked_by": locked_by})
+            raise
+        return Lease(seq, group_id, event, spec.worker_id, token, deliveries)
+
+
+def _bury(
+    st: Statements, clock: Clock, seq: int, locked_by: str, error: str, uncount: int
+) -> Program[bool]:
+    params = {
+        "seq": seq,
+        "locked_by": locked_by,
+        "error": error[:_MAX_ERROR],
+        "uncount": uncount,
+        "now": _now(clock),
+    }
+    done = yield Query(st.bury, params)
+    return bool(done.one()[0] == 1)
+
+
+def ack(st: Statements, lease: Lease[Any]) -> Op[bool]:
+    """Delete the leased message (and its group once empty); ``False`` if the lease was lost."""
+    return Op(partial(_ack, st, lease))
+
+
+def _ack(st: Statements, lease: Lease[Any]) -> Program[bool]:
+    params = {"group_id": lease.group_id, "seq": lease.seq, "locked_by": lease.locked_by}
+    done = yield Query(st.ack, params)
+    return bool(done.one()[0] == 1)
+
+
+def _fenced(sql: str, lease: Lease[Any], **more: Any) -> Program[bool]:
+    done = yield Query(sql, {"seq": lease.seq, "locked_by": lease.locked_by, **more})
+    return done.rowcount == 1
+
+
+def give_back(st: Statements, lease: Lease[Any]) -> Op[bool]:
+    """Undo a claim whose caller never received the lease (its delivery uncounted)."""
+    return Op(partial(_fenced, st.give_back, lease))
+
+
+def nack(st: Statements, clock: Clock, lease: Lease[Any], delay: float) -> Op[bool]:
+    """Free the message now (``delay == 0``) or park it, blocking its group, for ``delay``."""
+    if delay == 0:
+        return Op(partial(_fenced, st.free, lease))
+    return Op(partial(_park, st, clock, lease, delay))
+
+
+def _park(st: Statements, clock: Clock, lease: Lease[Any], delay: float) -> Program[bool]:
+    params = {"seq": lease.seq, "locked_by": lease.locked_by, "delay": delay, "now": _now(clock)}
+    done = yield Query(st.park, params)
+    return bool(done.one()[0] == 1)
+
+
+def extend(st: Statements, clock: Clock, lease: Lease[Any], visibility: float) -> Op[bool]:
+    """Move the lease's expiry to now + ``visibility``; ``False`` if the lease was lost."""
+    return Op(partial(_extend, st, clock, lease, visibility))
+
+
+def _extend(st: Statements, clock: Clock, lease: Lease[Any], visibility: float) -> Program[bool]:
+    return (yield from _fenced(st.extend, lease, visibility=visibility, now=_now(clock)))
+
+
+def dead_letter(st: Statements, clock: Clock, lease: Lease[Any], reason: str) -> Op[bool]:
+    """Move the leased message to the dead table; ``False`` if the lease was lost."""
+    return Op(partial(_bury, st, clock, lease.seq, lease.locked_by, reason, 0))
+
+
+# Operating the queue.
+
+
+def stats(st: Statements, clock: Clock) -> Op[Stats]:
+    return Op(partial(_stats, st, clock), begin=SNAPSHOT, retry_safe=True)
+
+
+def _stats(st: Statements, clock: Clock) -> Program[Stats]:
+    at = {"now": _now(clock)}
+    messages, in_flight, parked, now = (yield Query(st.counts, at)).one()
+    oldest = (yield Query(st.oldest, {})).rows
+    ready = (yield Query(st.oldest_ready, at)).rows
+    groups = (yield Query(st.group_count, {})).one()[0]
+    dead = (yield Query(st.dead_count, {})).one()[0]
+    by_priority = (yield Query(st.by_priority, {})).rows
+    by_key = (yield Query(st.by_routing_key, {})).rows
+    published = (yield Query(st.published, {})).one()[0]
+    by_worker = (yield Query(st.by_worker, at)).rows
+    return Stats(
+        now=now,
+        messages=messages,
+        groups=groups,
+        in_flight=in_flight,
+        parked=parked,
+        dead=dead,
+        oldest_age=_age(oldest, now),
+        by_priority=[PriorityBucket(priority=p, groups=g, messages=m) for p, g, m in by_priority],
+        by_routing_key=[RoutingBucket(routing_key=k, groups=g, messages=m) for k, g, m in by_key],
+        ready=messages - in_flight - parked,
+        oldest_ready_age=_age(ready, now),
+        published=published,
+        leases_by_worker={str(w): n for w, n in by_worker},
+    )
+
+
+def _age(rows: list[tuple[Any, ...]], now: float) -> float | None:
+    if not rows or rows[0][0] is None:  # an empty queue, or a row another program wrote
+        return None
+    return float(now - rows[0][0])
+
+
+def peek(st: Statements, clock: Clock, group_id: str | None, limit: int) -> Op[list[QueuedMessage]]:
+    return Op(partial(_peek, st, clock, group_id, limit), retry_safe=True)
+
+
+def _peek(
+    st: Statements, clock: Clock, group_id: str | None, limit: int
+) -> Program[list[QueuedMessage]]:
+    found = yield Query(st.peek, {"group_id": group_id, "limit": limit, "now": _now(clock)})
+    return [
+        QueuedMessage(
+            seq=seq,
+            group_id=group,
+            event=event,
+            state=_state(locked_by, expiry, now),
+            locked_by=locked_by,
+            lock_expiry=expiry,
+            deliveries=deliveries,
+        )
+        for seq, group, event, locked_by, expiry, deliveries, now in found.rows
+    ]
+
+
+def _state(locked_by: str | None, expiry: float | None, now: float) -> Any:
+    # As the claim reads a row (statements.live_lease): no expiry has lapsed.
+    if locked_by is None or expiry is None or expiry < now:
+        return "ready"
+    return "parked" if locked_by == PARKED else "leased"
+
+
+def release(st: Statements, clock: Clock, group_id: str | None) -> Op[int]:
+    return Op(partial(_release, st, clock, group_id), begin=WRITE)
+
+
+def _release(st: Statements, clock: Clock, group_id: str | None) -> Program[int]:
+    params = {"group_id": group_id, "now": _now(clock)}
+    released = (yield Query(st.release, params)).rowcount
+    yield Query(st.undefer, params)
+    return released
+
+
+def purge(st: Statements, group_id: str) -> Op[int]:
+    return Op(partial(_purge, st, group_id), begin=WRITE)
+
+
+def _purge(st: Statements, group_id: str) -> Program[int]:
+    yield Query(st.purge_group, {"group_id": group_id})
+    return (yield Query(st.purge_messages, {"group_id": group_id})).rowcount
+
+
+def _pick(group_id: str | None, seqs: tuple[int, ...] | None) -> dict[str, Any]:
+    return {"group_id": group_id, "seqs": None if seqs is None else list(seqs)}
+
+
+def dead(
+    st: Statements, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
+) -> Op[list[DeadMessage]]:
+    return Op(partial(_dead, st, group_id, seqs, limit), retry_safe=True)
+
+
+def _dead(
+    st: Statements, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
+) -> Program[list[DeadMessage]]:
+    found = yield Query(st.dead, {**_pick(group_id, seqs), "limit": limit})
+    return [
+        DeadMessage(
+            seq=r[0],
+            group_id=r[1],
+            event=r[2],
+            error=r[3],
+            dead_at=r[4],
+            deliveries=r[5],
+            priority=r[6],
+            routing_key=r[7],
+        )
+        for r in found.rows
+    ]
+
+
+def requeue_dead(
+    st: Statements, clock: Clock, group_id: str | None, seqs: tuple[int, ...] | None
+) -> Op[int]:
+    return Op(partial(_requeue_dead, st, clock, group_id, seqs), begin=WRITE)
+
+
+def _requeue_dead(
+    st: Statements, clock: Clock, group_id: str | None, seqs: tuple[int, ...] | None
+) -> Program[int]:
+    params = {**_pick(group_id, seqs), "now": _now(clock)}
+    yield Query(st.requeue_groups, params)
+    moved = (yield Query(st.requeue, params)).rowcount
+    yield Query(st.purge_dead, params)
+    return moved
+
+
+def purge_dead(st: Statements, group_id: str | None, seqs: tuple[int, ...] | None) -> Op[int]:
+    return Op(partial(_purge_dead, st, group_id, seqs))
+
+
+def _purge_dead(st: Statements, group_id: str | None, seqs: tuple[int, ...] | None) -> Program[int]:
+    return (yield Query(st.purge_dead, _pick(group_id, seqs))).rowcount

@@ -1,0 +1,228 @@
+"""Every statement of the PostgreSQL backend under one prefix, written once, built once.
+
+The group design of ``bench/pg_baseline.py`` (validated there under many concurrent claimers):
+
+- a **claim** walks the groups in ``(last_claimed_at, arrival)`` order on an index, joins each
+  to its head message and locks both rows ``FOR UPDATE OF g, m SKIP LOCKED``: PostgreSQL
+  re-checks the head's lease condition on the newest row version, so two claimers never
+  lease one head (a lease test as a sub-query reads the statement's snapshot and
+  double-delivers). It leases the head and touches the group in the same statement.
+- a **publish** upserts the group row first (``ON CONFLICT DO UPDATE``, a no-op update that
+  takes the row's lock), then inserts the message.
+- an **ack** (and a bury) drops the group only if the group row is the version its snapshot
+  saw (``xmin``): a publish since then has updated it, so the group stays and its new message
+  is not stranded.
+
+"Now" is the server's (``statement_timestamp()``, in epoch seconds) unless the transport was
+given a clock; then it is the ``now`` parameter. Parameters are named (``%(seq)s``); every
+statement is sent prepared.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from harel_sa.schema import Names
+
+#: ``locked_by`` of a parked message (``nack(delay > 0)``): the SQLite backend's sentinel too.
+PARKED = "__parked__"
+#: The server's "now", constant within a statement.
+SERVER_NOW = "(EXTRACT(EPOCH FROM statement_timestamp()))::float8"
+CLIENT_NOW = "%(now)s::float8"
+
+
+def live_lease(alias: str, now: str) -> str:
+    """The row ``alias`` is leased or parked and its expiry is not past ``now``; a lock
+    without an expiry has lapsed (as on SQLite)."""
+    return (
+        f"({alias}.locked_by IS NOT NULL AND {alias}.lock_expiry IS NOT NULL "
+        f"AND {alias}.lock_expiry >= {now})"
+    )
+
+
+class Statements:
+    """The statements of one prefix, "now" from the server or from the ``now`` parameter.
+    Build with :func:`statements_for`."""
+
+    def __init__(self, names: Names, server_clock: bool) -> None:
+        self.names = names
+        self.now = now = SERVER_NOW if server_clock else CLIENT_NOW
+        m, g, d = names.messages, names.groups, names.dead
+        self._m, self._g = m, g
+        upsert_group = f"ON CONFLICT (group_id) DO UPDATE SET priority = {g}.priority"
+        # The first publish of a group fixes its priority and routing key until it drains.
+        self.publish = (
+            f"WITH g AS (INSERT INTO {g} (group_id, priority, routing_key) "
+            f"VALUES (%(group_id)s, %(priority)s, %(routing_key)s::text) {upsert_group} "
+            "RETURNING group_id) "
+            f"INSERT INTO {m} (group_id, event, enqueued_at) SELECT group_id, %(event)s, {now} "
+            "FROM g"
+        )
+        # New groups arrive in the order of their first message in the batch.
+        self.publish_many = (
+            "WITH items AS (SELECT * FROM unnest(%(groups)s::text[], %(events)s::text[]) "
+            "WITH ORDINALITY AS i(group_id, event, n)), "
+            "firsts AS (SELECT group_id, min(n) AS n FROM items GROUP BY group_id), "
+            f"g AS (INSERT INTO {g} (group_id, priority, routing_key) "
+            "SELECT group_id, %(priority)s::integer, %(routing_key)s::text FROM firsts ORDER BY n "
+            f"{upsert_group} RETURNING group_id) "
+            f"INSERT INTO {m} (group_id, event, enqueued_at) "
+            f"SELECT i.group_id, i.event, {now} FROM items i JOIN g USING (group_id) ORDER BY i.n"
+        )
+        self.ack = (
+            f"WITH {self._seen('%(group_id)s')}, "
+            f"acked AS (DELETE FROM {m} WHERE seq = %(seq)s AND locked_by = %(locked_by)s "
+            "RETURNING group_id), "
+            f"dropped AS ({self._drop_group('acked')}) "
+            "SELECT count(*) FROM acked"
+        )
+        # A message leaves for the dead table fenced by its lease; ``uncount`` takes back the
+        # delivery the claim that found it undeliverable counted.
+        self.bury = (
+            f"WITH {self._seen(f'(SELECT group_id FROM {m} WHERE seq = %(seq)s)')}, "
+            f"gone AS (DELETE FROM {m} WHERE seq = %(seq)s AND locked_by = %(locked_by)s "
+            "RETURNING seq, group_id, event, deliveries), "
+            f"buried AS (INSERT INTO {d} "
+            "(seq, group_id, event, error, dead_at, deliveries, priority, routing_key) "
+            f"SELECT gone.seq, gone.group_id, gone.event, %(error)s, {now}, "
+            "greatest(gone.deliveries - %(uncount)s, 0), coalesce(g.priority, 0), g.routing_key "
+            f"FROM gone LEFT JOIN {g} g ON g.group_id = gone.group_id "
+            "ON CONFLICT (seq) DO UPDATE SET group_id = EXCLUDED.group_id, "
+            "event = EXCLUDED.event, error = EXCLUDED.error, dead_at = EXCLUDED.dead_at, "
+            "deliveries = EXCLUDED.deliveries, priority = EXCLUDED.priority, "
+            "routing_key = EXCLUDED.routing_key), "
+            f"dropped AS ({self._drop_group('gone')}) "
+            "SELECT count(*) FROM gone"
+        )
+        fence = "WHERE seq = %(seq)s AND locked_by = %(locked_by)s"
+        self.free = f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL {fence}"
+        # A lease its caller never received goes back as if never taken, its delivery uncounted.
+        self.give_back = (
+            f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL, "
+            f"deliveries = greatest(deliveries - 1, 0) {fence}"
+        )
+        # A parked group re-enters the rotation when its park ends, as if claimed then, so
+        # claims walk past it on the index instead of over it (it stays blocked meanwhile).
+        self.park = (
+            f"WITH parked AS (UPDATE {m} SET locked_by = '{PARKED}', "
+            f"lock_expiry = {now} + %(delay)s {fence} RETURNING group_id, lock_expiry), "
+            f"deferred AS (UPDATE {g} g SET last_claimed_at = parked.lock_expiry FROM parked "
+            "WHERE g.group_id = parked.group_id) "
+            "SELECT count(*) FROM parked"
+        )
+        self.extend = f"UPDATE {m} SET lock_expiry = {now} + %(visibility)s {fence}"
+
+        # Operating the queue: stats, peek, release, purge, dead letters.
+        self.counts = (
+            f"SELECT count(*), "
+            f"count(*) FILTER (WHERE locked_by <> '{PARKED}' AND {live_lease(m, now)}), "
+            f"count(*) FILTER (WHERE locked_by = '{PARKED}' AND {live_lease(m, now)}), {now} "
+            f"FROM {m}"
+        )
+        self.group_count = f"SELECT count(*) FROM {g}"
+        self.dead_count = f"SELECT count(*) FROM {d}"
+        self.oldest = f"SELECT enqueued_at FROM {m} ORDER BY seq LIMIT 1"
+        self.oldest_ready = (
+            f"SELECT r.enqueued_at FROM {m} r WHERE NOT {live_lease('r', now)} "
+            "ORDER BY r.seq LIMIT 1"
+        )
+        by = (
+            "SELECT {0}, count(DISTINCT g.group_id), count(m.seq) FROM {1} AS g "
+            "LEFT JOIN {2} AS m ON m.group_id = g.group_id GROUP BY 1 ORDER BY 1"
+        )
+        self.by_priority = by.format("g.priority", g, m)
+        self.by_routing_key = by.format("g.routing_key", g, m)
+        self.published = (
+            "SELECT coalesce(pg_sequence_last_value("
+            f"pg_get_serial_sequence('{m}', 'seq')::regclass), 0)"
+        )
+        self.by_worker = (
+            f"SELECT split_part(w.locked_by, '#', 1), count(*) FROM {m} w "
+            f"WHERE w.locked_by <> '{PARKED}' AND {live_lease('w', now)} GROUP BY 1 ORDER BY 1"
+        )
+        group = "(%(group_id)s::text IS NULL OR group_id = %(group_id)s::text)"
+        self.peek = (
+            f"SELECT seq, group_id, event, locked_by, lock_expiry, deliveries, {now} FROM {m} "
+            f"WHERE {group} ORDER BY seq LIMIT %(limit)s"
+        )
+        self.release = (
+            f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL "
+            f"WHERE locked_by = '{PARKED}' AND {group}"
+        )
+        # Parks dated their groups forward (``park``); bring them back to now.
+        self.undefer = (
+            f"UPDATE {g} SET last_claimed_at = {now} WHERE last_claimed_at > {now} AND {group}"
+        )
+        # The group row first: a publish racing the purge either commits before (its message
+        # is purged too, by the next statement's fresh snapshot) or after (a new group).
+        self.purge_group = f"DELETE FROM {g} WHERE group_id = %(group_id)s"
+        self.purge_messages = f"DELETE FROM {m} WHERE group_id = %(group_id)s"
+        pick = f"{group} AND (%(seqs)s::bigint[] IS NULL OR seq = ANY(%(seqs)s::bigint[]))"
+        self.dead = (
+            "SELECT seq, group_id, event, error, dead_at, deliveries, priority, routing_key "
+            f"FROM {d} WHERE {pick} ORDER BY seq LIMIT %(limit)s"
+        )
+        # Requeued groups come back with the priority and routing key they had, in the order
+        # of their first dead message; an existing group's row is locked (the upsert), so an
+        # ack draining it meanwhile cannot drop it under the requeued messages.
+        self.requeue_groups = (
+            f"INSERT INTO {g} (group_id, priority, routing_key) "
+            "SELECT group_id, priority, routing_key FROM (SELECT DISTINCT ON (group_id) "
+            f"group_id, priority, routing_key, seq FROM {d} WHERE {pick} "
+            f"ORDER BY group_id, seq) AS firsts ORDER BY seq {upsert_group}"
+        )
+        self.requeue = (
+            f"INSERT INTO {m} (group_id, event, enqueued_at) "
+            f"SELECT group_id, event, {now} FROM {d} WHERE {pick} ORDER BY seq"
+        )
+        self.purge_dead = f"DELETE FROM {d} WHERE {pick}"
+
+    def _seen(self, group: str) -> str:
+        return f"seen AS (SELECT g.xmin AS version FROM {self._g} g WHERE g.group_id = {group})"
+
+    def _drop_group(self, removed: str) -> str:
+        """Delete the group of the message ``removed`` deleted when it holds no other message
+        and its row is still the version the statement's snapshot saw (see the module)."""
+        return (
+            f"DELETE FROM {self._g} g USING {removed}, seen "
+            f"WHERE g.group_id = {removed}.group_id AND g.xmin = seen.version "
+            f"AND NOT EXISTS (SELECT 1 FROM {self._m} x WHERE x.group_id = {removed}.group_id "
+            "AND x.seq <> %(seq)s)"
+        )
+
+    def claim(self, min_priority: int, keys: bool) -> str:
+        """The claim: lease the head of the first group in round-robin order (oldest-claimed,
+        then arrival) whose head is not leased or parked, with ``priority >= %(min_priority)s``
+        and (``keys``) a routing key in ``%(keys)s``; returns seq, group_id, event and the
+        delivery count this lease makes."""
+        return _claim(self.names, self.now, min_priority > 0, keys)
+
+
+@lru_cache(maxsize=64)
+def _claim(names: Names, now: str, floor: bool, keys: bool) -> str:
+    m, g = names.messages, names.groups
+    where = ["NOT " + live_lease("m", now)]
+    if floor:
+        where.append("g.priority >= %(min_priority)s")
+    if keys:
+        where.append("g.routing_key = ANY(%(keys)s::text[])")
+    # LIMIT is a literal: with a parameter the cached generic plan gives up the index walk.
+    return (
+        "WITH pick AS (SELECT g.group_id, m.seq "
+        f"FROM {g} g CROSS JOIN LATERAL (SELECT h.seq FROM {m} h "
+        "WHERE h.group_id = g.group_id ORDER BY h.seq LIMIT 1) head "
+        f"JOIN {m} m ON m.seq = head.seq WHERE {' AND '.join(where)} "
+        "ORDER BY g.last_claimed_at, g.arrival LIMIT 1 FOR UPDATE OF g, m SKIP LOCKED), "
+        f"lease AS (UPDATE {m} m SET locked_by = %(locked_by)s, "
+        f"lock_expiry = {now} + %(visibility)s, deliveries = m.deliveries + 1 "
+        "FROM pick WHERE m.seq = pick.seq RETURNING m.seq, m.group_id, m.event, m.deliveries), "
+        f"touch AS (UPDATE {g} g SET last_claimed_at = {now} FROM pick "
+        "WHERE g.group_id = pick.group_id) "
+        "SELECT seq, group_id, event, deliveries FROM lease"
+    )
+
+
+@lru_cache(maxsize=64)
+def statements_for(names: Names, server_clock: bool) -> Statements:
+    """The statements of ``names``' prefix, built once per process (and clock kind)."""
+    return Statements(names, server_clock)

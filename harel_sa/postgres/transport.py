@@ -1,0 +1,338 @@
+"""``PostgresTransport``: the queue on a PostgreSQL server, over a pool of psycopg connections.
+
+Safe to share between threads, and claims from several threads run in parallel: each call
+takes a connection of the pool for its one statement (or its one transaction). Workers on
+other processes and hosts claim different groups at the same time (``FOR UPDATE SKIP
+LOCKED``; no global lock, no advisory lock on the claim path).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+from pydantic import BaseModel
+
+from harel_sa import settlements, validate
+from harel_sa.calls import Options
+from harel_sa.errors import TransportClosedError
+from harel_sa.events import E, Event, Lease
+from harel_sa.models import DeadMessage, QueuedMessage, Stats
+from harel_sa.postgres import operations as ops
+from harel_sa.postgres.calls import Calls
+from harel_sa.postgres.connect import conninfo, display
+from harel_sa.postgres.driver import lost, no_connection, run, translate
+from harel_sa.postgres.startup import open_schema
+from harel_sa.schema import DEFAULT_PREFIX
+
+T = TypeVar("T")
+
+
+class PostgresTransport(Generic[E]):
+    """A durable queue on a PostgreSQL server, with the rules of
+    :class:`~harel_sa.SqliteTransport`: FIFO per group, one message in flight per group,
+    round-robin across groups (oldest-claimed first, never-claimed in arrival order), a
+    priority floor, routing keys, fenced leases, parks and dead letters.
+
+    ``url`` is a ``postgresql://`` URL (``postgresql+psycopg://`` and the like too) or a
+    SQLAlchemy Engine on one, of which only the URL is used: the transport keeps its own pool
+    of at most ``pool_size`` psycopg connections and touches nothing of the Engine's.
+
+    **Clock.** By default every "now" (lease expiries, parks, enqueue times, stats) is the
+    database server's (``statement_timestamp()``), so workers on hosts whose clocks disagree
+    never steal a live lease from each other. A ``clock`` (a callable returning epoch seconds)
+    replaces it, for tests that move time by hand; every process on the queue must then use
+    the same clock.
+
+    ``create_schema=True`` creates or upgrades the schema at open (under the advisory lock
+    migrations take); ``False`` only checks it and raises :class:`~harel_sa.SchemaError` when
+    it is not at head. ``busy_timeout`` bounds every wait for a row lock (PostgreSQL's
+    ``lock_timeout``) and for a connection of the pool: past it, a call raises
+    :class:`~harel_sa.BusyError`. A broken connection (a server restart, a terminated backend,
+    a network drop) raises :class:`~harel_sa.ConnectionLostError`; reads that only look (stats,
+    peek, dead) are retried once on a new connection, and the pool replaces broken connections.
+    """
+
+    def __init__(
+        self,
+        url: object,
+        clock: Callable[[], float] | None = None,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        create_schema: bool = True,
+        busy_timeout: float = 5.0,
+        event_type: type[E] = Event,  # type: ignore[assignment]
+        pool_size: int = 10,
+    ) -> None:
+        options = options_of(prefix, clock, busy_timeout, event_type)
+        self._calls = Calls(options, server_clock=clock is None)
+        self._where = display(url)
+        settings = pool_settings(url, options, pool_size)
+        self._pool: ConnectionPool[Any] | None = None
+        open_schema(settings.conninfo, options.names, self._where, create_schema)
+
+        def configure(conn: psycopg.Connection[Any]) -> None:
+            conn.execute(settings.setup)
+
+        pool: ConnectionPool[Any] = ConnectionPool(**settings.arguments(configure))
+        try:
+            pool.open(wait=True, timeout=settings.open_timeout)
+        except PoolTimeout as exc:
+            pool.close()
+            raise no_connection(exc, None, self._where) from exc
+        self._pool = pool
+
+    @property
+    def prefix(self) -> str:
+        return self._calls.options.names.prefix
+
+    @property
+    def database(self) -> str:
+        """The database this transport opened, for messages and logs (no password)."""
+        return self._where
+
+    def _run(self, op: ops.Op[T]) -> T:
+        pool = self._pool
+        if pool is None:
+            raise TransportClosedError("the transport is closed")
+        for attempt in (1, 2):
+            try:
+                with pool.connection() as conn:
+                    try:
+                        return run(conn, op)
+                    except psycopg.Error as exc:
+                        if attempt == 1 and op.retry_safe and lost(exc, conn):
+                            continue
+                        raise translate(exc, conn, self._where) from exc
+            except PoolTimeout as exc:
+                if self._pool is None:
+                    raise TransportClosedError("the transport is closed") from exc
+                raise no_connection(exc, pool.get_stats(), self._where) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def publish(
+        self,
+        group_id: str,
+        event: BaseModel,
+        priority: int = 0,
+        routing_key: str | None = None,
+    ) -> None:
+        """Append ``event`` to ``group_id``'s queue, durably, once this returns (see
+        :meth:`harel_sa.SqliteTransport.publish`)."""
+        self._run(self._calls.publish(group_id, event, priority, routing_key))
+
+    def publish_many(
+        self,
+        items: Iterable[tuple[str, BaseModel]],
+        *,
+        priority: int = 0,
+        routing_key: str | None = None,
+    ) -> None:
+        """Publish every ``(group_id, event)`` pair in one statement: all or none."""
+        self._run(self._calls.publish_many(items, priority, routing_key))
+
+    def claim(
+        self,
+        worker_id: str,
+        visibility: float,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> Lease[E] | None:
+        """Lease the next deliverable message for ``visibility`` seconds, or return ``None``
+        (see :meth:`harel_sa.SqliteTransport.claim`)."""
+        return self._run(
+            self._calls.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        )
+
+    def ack_and_claim(
+        self,
+        lease: Lease[E],
+        worker_id: str,
+        visibility: float,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> tuple[bool, Lease[E] | None]:
+        """:meth:`ack` ``lease`` and :meth:`claim` the next message in one transaction."""
+        acked, following = self._run(
+            self._calls.ack_and_claim(
+                lease, worker_id, visibility, min_priority, routing_keys, max_deliveries
+            )
+        )
+        if acked:
+            settlements.report(lease, "acked")
+        return acked, following
+
+    def claim_many(
+        self,
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> list[Lease[E]]:
+        """Up to ``limit`` leases on the heads of distinct groups, in one transaction: what
+        ``limit`` successive :meth:`claim` calls would return, in the same order."""
+        return self._run(
+            self._calls.claim_many(
+                worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
+            )
+        )
+
+    def ack_many(self, leases: Sequence[Lease[E]]) -> list[bool]:
+        """:meth:`ack` every lease in one transaction; for each, whether its ack took."""
+        acked = self._run(self._calls.ack_many(leases))
+        settlements.report_acks(leases, acked)
+        return acked
+
+    def ack_many_and_claim_many(
+        self,
+        leases: Sequence[Lease[E]],
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> tuple[list[bool], list[Lease[E]]]:
+        """:meth:`ack_many` ``leases`` and :meth:`claim_many` up to ``limit``, in one
+        transaction."""
+        acked, claimed = self._run(
+            self._calls.ack_many_and_claim_many(
+                leases, worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
+            )
+        )
+        settlements.report_acks(leases, acked)
+        return acked, claimed
+
+    def ack(self, lease: Lease[E]) -> bool:
+        """Remove the leased message (and its group once empty); ``False`` when the lease was
+        lost."""
+        acked = self._run(self._calls.ack(lease))
+        if acked:
+            settlements.report(lease, "acked")
+        return acked
+
+    def nack(self, lease: Lease[E], delay: float = 0.0) -> bool:
+        """Give the message back: at once (``delay == 0``), or parked for ``delay`` seconds,
+        during which its group stays blocked. ``False`` when the lease was lost."""
+        nacked = self._run(self._calls.nack(lease, delay))
+        if nacked:
+            settlements.report(lease, "nacked", delay)
+        return nacked
+
+    def extend(self, lease: Lease[E], visibility: float) -> bool:
+        """Heartbeat: the lease now ends ``visibility`` seconds from now. ``False`` when lost."""
+        return self._run(self._calls.extend(lease, visibility))
+
+    def dead_letter(self, lease: Lease[E], reason: str) -> bool:
+        """Give up on the leased message: move it to the dead table with ``reason``."""
+        buried = self._run(self._calls.dead_letter(lease, reason))
+        if buried:
+            settlements.report(lease, "dead_lettered")
+        return buried
+
+    def stats(self) -> Stats:
+        """The queue's figures from one snapshot (see :meth:`harel_sa.SqliteTransport.stats`);
+        ``oldest_age`` counts only messages harel_sa published (their ``enqueued_at``)."""
+        return self._run(self._calls.stats())
+
+    def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
+        """The next ``limit`` messages of ``group_id`` (or of the whole queue, oldest first),
+        with their state, without claiming them."""
+        return self._run(self._calls.peek(group_id, limit))
+
+    def release(self, group_id: str | None = None) -> int:
+        """End the park of parked messages (of ``group_id``, or all) now; returns how many."""
+        return self._run(self._calls.release(group_id))
+
+    def purge(self, group_id: str) -> int:
+        """Delete every message of ``group_id``, leased ones included; returns how many."""
+        return self._run(self._calls.purge(group_id))
+
+    def dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None, limit: int = 100
+    ) -> list[DeadMessage]:
+        """Dead messages (of ``group_id``, or with these ``seqs``, or all), oldest first."""
+        return self._run(self._calls.dead(group_id, seqs, limit))
+
+    def requeue_dead(self, group_id: str | None = None, seqs: Iterable[int] | None = None) -> int:
+        """Put dead messages back at the tail of their groups, delivery count reset."""
+        return self._run(self._calls.requeue_dead(group_id, seqs))
+
+    def purge_dead(self, group_id: str | None = None, seqs: Iterable[int] | None = None) -> int:
+        """Delete dead messages (of ``group_id``, or these ``seqs``, or all); returns how many."""
+        return self._run(self._calls.purge_dead(group_id, seqs))
+
+    def close(self) -> None:
+        """Close the pool; later calls raise :class:`~harel_sa.TransportClosedError`."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def __enter__(self) -> PostgresTransport[E]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def options_of(
+    prefix: str, clock: Callable[[], float] | None, busy_timeout: float, event_type: type[E]
+) -> Options[E]:
+    """Both transports' options, checked at open (``clock`` None: the server's)."""
+    return Options(prefix, time.time if clock is None else clock, busy_timeout, event_type, "FULL")
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """How both transports set up their pools: ``setup`` runs on each new connection."""
+
+    conninfo: str
+    size: int
+    setup: str
+    name: str
+    busy_timeout: float
+
+    @property
+    def open_timeout(self) -> float:
+        return max(self.busy_timeout, 1.0)
+
+    def arguments(self, configure: Callable[[Any], Any]) -> dict[str, Any]:
+        """The keyword arguments of either pool class (sync or async ``configure``)."""
+        return {
+            "conninfo": self.conninfo,
+            "min_size": 1,
+            "max_size": self.size,
+            "kwargs": {"autocommit": True},
+            "configure": configure,
+            "open": False,
+            "name": self.name,
+            "timeout": self.busy_timeout,
+        }
+
+
+def pool_settings(url: object, options: Options[Any], pool_size: object) -> PoolSettings:
+    """The pool of a transport on ``url`` with ``options``: at most ``pool_size``
+    connections, each waiting at most ``busy_timeout`` for a row lock (``lock_timeout``) and
+    each call at most that long for a connection."""
+    lock_ms = max(1, int(options.busy_timeout * 1000))
+    return PoolSettings(
+        conninfo=conninfo(url),
+        size=validate.count("pool_size", pool_size),
+        setup=f"SET lock_timeout = {lock_ms}",
+        name=f"harel_sa:{options.names.prefix}",
+        busy_timeout=options.busy_timeout,
+    )

@@ -1,0 +1,306 @@
+"""What only the PostgreSQL transport has: a pool shared by threads, the server's clock, typed
+errors for lock timeouts and lost connections, Engines as targets, the publish/ack race.
+The queue's rules themselves run in tests/contract/ (the ``postgres`` kind)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import create_engine
+
+from harel_sa import (
+    BusyError,
+    ConnectionLostError,
+    Event,
+    InvalidArgumentError,
+    PostgresTransport,
+    SchemaError,
+    TransportClosedError,
+)
+from harel_sa import migrations as mig
+from harel_sa.schema import Names
+from tests.conftest import FakeClock
+
+VIS = 30.0
+NAMES = Names()
+
+
+def ev(kind: str) -> Event:
+    return Event(kind=kind)
+
+
+def sql(url: str, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(statement, params)
+        return cur.fetchall() if cur.description else []
+
+
+def test_leases_and_parks_use_the_servers_clock_by_default(pg_url: str) -> None:
+    with PostgresTransport(pg_url) as q:
+        q.publish("g", ev("m"))
+        lease = q.claim("w", VIS)
+        assert lease is not None
+        (server_now,) = sql(pg_url, "SELECT extract(epoch from now())::float8")[0]
+        (expiry,) = sql(pg_url, f"SELECT lock_expiry FROM {NAMES.messages}")[0]
+        assert server_now - 5 < expiry - VIS < server_now + 5
+        assert q.nack(lease, 600)
+        (parked,) = sql(pg_url, f"SELECT lock_expiry FROM {NAMES.messages}")[0]
+        assert server_now + 590 < parked < server_now + 610
+        assert q.stats().parked == 1
+
+
+def test_a_client_whose_clock_runs_fast_cannot_steal_a_live_lease(pg_url: str) -> None:
+    """Two hosts: one's injected clock an hour ahead sees every lease as lapsed; the default
+    (the server's clock) does not, so the live lease stays with its holder."""
+    with PostgresTransport(pg_url) as honest:
+        honest.publish("g", ev("m"))
+        assert honest.claim("a", VIS) is not None
+        with PostgresTransport(pg_url) as other:
+            assert other.claim("b", VIS) is None
+        ahead = FakeClock(time.time() + 3600)
+        with PostgresTransport(pg_url, ahead) as fast:
+            assert fast.claim("c", VIS) is not None  # what a client clock alone would allow
+
+
+def test_an_injected_clock_moves_leases(pg_url: str, clock: FakeClock) -> None:
+    with PostgresTransport(pg_url, clock) as q:
+        q.publish("g", ev("m"))
+        first = q.claim("w1", VIS)
+        assert first is not None and q.claim("w2", VIS) is None
+        clock.advance(VIS + 1)
+        second = q.claim("w2", VIS)
+        assert second is not None and second.seq == first.seq and second.deliveries == 2
+        assert not q.ack(first) and q.ack(second)
+
+
+def test_claims_from_several_threads_run_on_several_connections(pg_url: str) -> None:
+    """Claims from threads are not queued behind one connection: while one thread's call
+    waits on a row lock, the other threads claim and ack every other group."""
+    with PostgresTransport(pg_url, pool_size=4) as q:
+        q.publish_many([(f"g{i}", ev(f"m{i}")) for i in range(20)])
+        stuck = q.claim("w", VIS)
+        assert stuck is not None
+        holder = psycopg.connect(pg_url)
+        holder.execute(f"SELECT 1 FROM {NAMES.messages} WHERE seq = %s FOR UPDATE", (stuck.seq,))
+        waiting = threading.Thread(target=lambda: q.ack(stuck))
+        waiting.start()
+        try:
+            acked = 0
+            while (lease := q.claim("w", VIS)) is not None:
+                assert q.ack(lease)
+                acked += 1
+            assert acked == 19 and waiting.is_alive()
+        finally:
+            holder.rollback()  # at once: a closed socket frees the locks only later
+            holder.close()
+            waiting.join(30)
+        assert q.stats().messages == 0
+
+
+def test_a_transport_is_shared_by_threads_without_losing_or_doubling(pg_url: str) -> None:
+    with PostgresTransport(pg_url, pool_size=3) as q:
+        q.publish_many([(f"g{i % 7}", ev(f"m{i}")) for i in range(140)])
+        got: list[tuple[str, str]] = []
+        lock = threading.Lock()
+
+        def work() -> None:
+            while (lease := q.claim("w", VIS)) is not None:
+                with lock:
+                    got.append((lease.group_id, lease.event.kind))
+                assert q.ack(lease)
+
+        threads = [threading.Thread(target=work) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert sorted(k for _, k in got) == sorted(f"m{i}" for i in range(140))
+        for g in range(7):
+            kinds = [int(k[1:]) for group, k in got if group == f"g{g}"]
+            assert kinds == sorted(kinds)  # FIFO per group, whichever thread claimed
+
+
+def test_a_row_lock_held_past_busy_timeout_is_busy(pg_url: str) -> None:
+    with PostgresTransport(pg_url, busy_timeout=0.3) as q:
+        q.publish("g", ev("m"))
+        lease = q.claim("w", VIS)
+        assert lease is not None
+        holder = psycopg.connect(pg_url)
+        try:
+            holder.execute(f"SELECT * FROM {NAMES.messages} FOR UPDATE")
+            with pytest.raises(BusyError, match="lock timeout"):
+                q.ack(lease)
+        finally:
+            holder.rollback()  # at once: a closed socket frees the locks only later
+            holder.close()
+        assert q.ack(lease)  # nothing was written by the busy call; the lease still holds
+
+
+def test_a_terminated_connection_is_a_typed_error_and_the_pool_reconnects(pg_url: str) -> None:
+    with PostgresTransport(pg_url, pool_size=1) as q:
+        q.publish("g", ev("m"))
+        (pid,) = sql(
+            pg_url,
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND backend_type = 'client backend'",
+        )[0]
+        sql(pg_url, "SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(ConnectionLostError, match="was lost"):
+            q.claim("w", VIS)
+        lease = q.claim("w", VIS)  # a new connection
+        assert lease is not None and q.ack(lease)
+
+
+def test_reads_are_retried_once_on_a_lost_connection(pg_url: str) -> None:
+    with PostgresTransport(pg_url, pool_size=1) as q:
+        q.publish("g", ev("m"))
+        sql(
+            pg_url,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND backend_type = 'client backend'",
+        )
+        assert q.stats().messages == 1  # only looked: run again on a fresh connection
+
+
+def test_a_server_that_is_not_there_is_a_lost_connection_at_open(pg_url: str) -> None:
+    nowhere = pg_url.replace("/harel_sa_test", "/no_such_database_", 1)
+    with pytest.raises(ConnectionLostError, match="cannot connect"):
+        PostgresTransport(nowhere, busy_timeout=0.5)
+
+
+def test_an_engine_names_the_database_and_stays_untouched(pg_url: str) -> None:
+    engine = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with PostgresTransport(engine) as q:
+            q.publish("g", ev("m"))
+            assert q.claim("w", VIS) is not None
+        assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    finally:
+        engine.dispose()
+
+
+def test_a_sqlite_url_is_refused(tmp_path: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="postgresql://"):
+        PostgresTransport(f"sqlite:///{tmp_path}/q.db")
+
+
+def test_create_schema_false_checks_and_names_the_fix(pg_url: str) -> None:
+    with pytest.raises(SchemaError, match="harel-sa db upgrade --url"):
+        PostgresTransport(pg_url, create_schema=False)
+    mig.upgrade(pg_url, revision="harel_sa_0004")
+    with pytest.raises(SchemaError, match="this harel_sa needs harel_sa_0005"):
+        PostgresTransport(pg_url, create_schema=False)
+    PostgresTransport(pg_url).close()  # upgrades it, recording head where it was recorded
+    assert mig.check(pg_url)
+    PostgresTransport(pg_url, create_schema=False).close()
+
+
+def test_start_up_and_the_revisions_build_the_same_schema(pg_server: Any) -> None:
+    by_startup, by_alembic = pg_server.create_database(), pg_server.create_database()
+    try:
+        PostgresTransport(by_startup, prefix="jobs").close()
+        mig.upgrade(by_alembic, prefix="jobs")
+        catalog = (
+            "SELECT table_name, column_name, data_type, is_nullable, column_default, is_identity "
+            "FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2"
+        )
+        indexes = (
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1"
+        )
+        for query in (catalog, indexes):
+            assert sql(by_startup, query) == sql(by_alembic, query)
+        assert mig.check(by_startup, prefix="jobs") and mig.check(by_alembic, prefix="jobs")
+    finally:
+        pg_server.drop_database(by_startup)
+        pg_server.drop_database(by_alembic)
+
+
+def test_transports_starting_together_do_not_race(pg_url: str) -> None:
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            PostgresTransport(pg_url, prefix="jobs").close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == [] and mig.check(pg_url, prefix="jobs")
+    assert sql(pg_url, f"SELECT version_num FROM {Names('jobs').version_table}") == [
+        ("harel_sa_0005",)
+    ]
+
+
+def test_a_publish_racing_the_ack_that_drains_its_group_is_not_stranded(pg_url: str) -> None:
+    """The publish's upsert holds the group row while the ack waits; the ack sees a newer group
+    row than its snapshot did, and leaves the group (bench/pg_baseline.py's race)."""
+    with PostgresTransport(pg_url) as q:
+        q.publish("race", ev("first"))
+        lease = q.claim("w", VIS)
+        assert lease is not None
+        publisher = psycopg.connect(pg_url)
+        try:
+            publisher.execute(
+                f"INSERT INTO {NAMES.groups} (group_id) VALUES ('race') "
+                f"ON CONFLICT (group_id) DO UPDATE SET priority = {NAMES.groups}.priority"
+            )
+            publisher.execute(
+                f"INSERT INTO {NAMES.messages} (group_id, event) VALUES ('race', %s)",
+                (ev("second").model_dump_json(),),
+            )
+            acked: list[bool] = []
+            acker = threading.Thread(target=lambda: acked.append(q.ack(lease)))
+            acker.start()
+            acker.join(0.5)
+            assert acker.is_alive()  # waiting for the publish's lock on the group row
+            publisher.commit()
+            acker.join(30)
+        finally:
+            publisher.close()
+        assert acked == [True]
+        following = q.claim("w", VIS)
+        assert following is not None and following.event.kind == "second"
+
+
+def test_an_error_decoding_a_claimed_event_gives_the_lease_back(pg_url: str) -> None:
+    """A claim commits its lease with its statement; an event type whose validation raises
+    something other than a ValueError gets the lease back before the error reaches the caller,
+    its delivery uncounted."""
+
+    class Abort(BaseException):
+        pass
+
+    from pydantic import BaseModel, field_validator
+
+    class Touchy(BaseModel):
+        kind: str
+
+        @field_validator("kind")
+        @classmethod
+        def no_boom(cls, value: str) -> str:
+            if value == "boom":
+                raise Abort
+            return value
+
+    with PostgresTransport(pg_url, event_type=Touchy) as q:
+        q.publish("b", Touchy.model_construct(kind="boom"))
+        with pytest.raises(Abort):
+            q.claim("w", VIS)
+        assert sql(pg_url, f"SELECT locked_by, deliveries FROM {NAMES.messages}") == [(None, 0)]
+
+
+def test_calls_after_close_raise(pg_url: str) -> None:
+    q = PostgresTransport(pg_url)
+    q.close()
+    q.close()
+    with pytest.raises(TransportClosedError):
+        q.claim("w", VIS)
