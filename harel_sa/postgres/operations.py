@@ -186,8 +186,10 @@ def ack_many_and_claim_many(
 
 
 def _ack_many(st: Statements, leases: tuple[Lease[Any], ...]) -> Program[list[bool]]:
-    # Group rows are locked in group_id order, as publish_many locks them: two batches
-    # never wait on each other's locks in a cycle.
+    # Group rows are locked in group_id order, so two batches of acks never wait on each
+    # other in a cycle. A publish_many locks its groups in the order they first appear; should
+    # it and a batch close a cycle, PostgreSQL aborts one of them, raised as BusyError (a retry
+    # is safe: the transaction changed nothing).
     acked: dict[int, bool] = {}
     for i in sorted(range(len(leases)), key=lambda i: leases[i].group_id):
         acked[i] = yield from _ack(st, leases[i])
