@@ -4,8 +4,8 @@ parameters (names, kinds, defaults, annotations) and the same return annotation;
 methods are coroutines where the sync ones block (an ``async def``'s declared return, or the
 awaited type of an ``Awaitable``/``Coroutine`` return, is compared).
 
-A new pair (a PostgreSQL transport and its async twin) is one more :class:`Twins` in
-:data:`TWINS`.
+A new pair is one more :class:`Twins` in :data:`TWINS`; a new backend's transports are also
+held to the SQLite transports' surface (:data:`BACKENDS`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ from typing import Any
 
 import pytest
 
-from harel_sa import AsyncSqliteTransport, AsyncWorker, SqliteTransport, Worker
+from harel_sa import (
+    AsyncPostgresTransport,
+    AsyncSqliteTransport,
+    AsyncWorker,
+    PostgresTransport,
+    SqliteTransport,
+    Worker,
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,13 @@ TWINS = [
         # sync_twin: a thread's way into the async one's database; __init__: internal (create)
         only_async=frozenset({"sync_twin", "__init__"}),
         returns_differ=frozenset({"__init__", "__enter__"}),  # each returns its own class
+    ),
+    Twins(
+        PostgresTransport,
+        AsyncPostgresTransport,
+        renamed={"__init__": "create", **CONTEXT},
+        only_async=frozenset({"sync_twin", "__init__"}),
+        returns_differ=frozenset({"__init__", "__enter__"}),
     ),
     Twins(
         Worker,
@@ -164,3 +178,20 @@ def test_a_difference_is_caught() -> None:
             return default
 
     test_the_twins_public_surfaces_are_equal(Twins(Sync, AsyncRight))
+
+
+#: Transports of other backends, held to SqliteTransport's surface (all but the constructor,
+#: whose target and backend options differ, and the context entry, which returns its class).
+BACKENDS = [PostgresTransport, AsyncPostgresTransport]
+
+
+@pytest.mark.parametrize("other", BACKENDS, ids=lambda cls: cls.__name__)
+def test_every_backend_offers_the_same_calls(other: type) -> None:
+    base = AsyncSqliteTransport if other.__name__.startswith("Async") else SqliteTransport
+    mine, theirs = public(base), public(other)
+    assert set(mine) == set(theirs)
+    for name in set(mine) - {"__init__", "create", "__enter__", "__aenter__", "sync_twin"}:
+        a, b = function(mine[name]), function(theirs[name])
+        assert [(x.name, x.kind, x.default) for x in parameters(a)] == [
+            (x.name, x.kind, x.default) for x in parameters(b)
+        ], name
