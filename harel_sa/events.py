@@ -1,7 +1,11 @@
-"""What travels through the queue: the event model and the lease that hands it to a worker."""
+"""What travels through the queue: the event model, the lease that hands it to a worker, and
+the tokens that fence each lease (one source per process, for every backend)."""
 
 from __future__ import annotations
 
+import itertools
+import os
+import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -57,3 +61,21 @@ class Lease(Generic[E]):
     def locked_by(self) -> str:
         """The value the row's ``locked_by`` holds while this lease is live."""
         return f"{self.worker_id}#{self.token}"
+
+
+class Tokens:
+    """Lease tokens: a random prefix per process and a counter; re-seeded in a forked child."""
+
+    def __init__(self) -> None:
+        self.reseed()
+
+    def reseed(self) -> None:
+        self.prefix = secrets.token_hex(6)
+        self.counter = itertools.count()
+
+    def next(self) -> str:
+        return f"{self.prefix}{next(self.counter):x}"
+
+
+tokens = Tokens()
+os.register_at_fork(after_in_child=tokens.reseed)

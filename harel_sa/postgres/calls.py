@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any, Generic
 
 from harel_sa import validate
-from harel_sa.calls import Options
+from harel_sa.calls import ClaimSpec, Options
 from harel_sa.errors import InvalidArgumentTypeError
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
@@ -119,8 +119,8 @@ class Calls(Generic[E]):
         min_priority: object,
         routing_keys: object,
         max_deliveries: object,
-    ) -> ops.ClaimSpec:
-        return ops.ClaimSpec(
+    ) -> ClaimSpec:
+        return ClaimSpec(
             event_type=self.options.event_type,
             worker_id=validate.required_text("worker_id", worker_id),
             visibility=validate.seconds("visibility", visibility, allow_zero=False),

@@ -13,17 +13,13 @@ transaction (``BEGIN`` ... ``COMMIT``).
 
 from __future__ import annotations
 
-import itertools
-import os
-import secrets
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel
-
-from harel_sa.events import Lease
+from harel_sa.calls import ClaimSpec
+from harel_sa.events import Lease, tokens
 from harel_sa.models import DeadMessage, PriorityBucket, QueuedMessage, RoutingBucket, Stats
 from harel_sa.postgres.statements import PARKED, Statements
 
@@ -64,24 +60,6 @@ class Op(Generic[T]):
     start: Callable[[], Program[T]]
     begin: str | None = None
     retry_safe: bool = False
-
-
-class _Tokens:
-    """Lease tokens: a random prefix per process and a counter; re-seeded in a forked child."""
-
-    def __init__(self) -> None:
-        self.reseed()
-
-    def reseed(self) -> None:
-        self.prefix = secrets.token_hex(6)
-        self.counter = itertools.count()
-
-    def next(self) -> str:
-        return f"{self.prefix}{next(self.counter):x}"
-
-
-_tokens = _Tokens()
-os.register_at_fork(after_in_child=_tokens.reseed)
 
 
 def _now(clock: Clock) -> float | None:
@@ -127,18 +105,6 @@ def _publish_many(st: Statements, clock: Clock, rows: list[Row]) -> Program[None
             "now": _now(clock),
         }
         yield Query(st.publish_many, params)
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimSpec:
-    """What a claim asks for, validated; built once per call by the transports."""
-
-    event_type: type[BaseModel]
-    worker_id: str
-    visibility: float
-    min_priority: int
-    routing_keys: tuple[str, ...]
-    max_deliveries: int | None
 
 
 def claim(st: Statements, clock: Clock, spec: ClaimSpec) -> Op[Lease[Any] | None]:
@@ -219,7 +185,7 @@ def _ack_many_and_claim_many(
 def _claim(st: Statements, clock: Clock, spec: ClaimSpec) -> Program[Lease[Any] | None]:
     select = st.claim(spec.min_priority, bool(spec.routing_keys))
     while True:
-        token = _tokens.next()
+        token = tokens.next()
         locked_by = f"{spec.worker_id}#{token}"
         params = {
             "locked_by": locked_by,

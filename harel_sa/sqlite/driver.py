@@ -1,4 +1,4 @@
-"""SQLite's transaction brackets, its driver errors as harel_sa's typed ones, and lease tokens.
+"""SQLite's transaction brackets and its driver errors as harel_sa's typed ones.
 
 :class:`immediate_transaction` is the bracket of every write (``BEGIN IMMEDIATE`` ...
 ``COMMIT``, so writers from every process serialize, rolled back on any exception);
@@ -9,9 +9,6 @@ errors as :class:`~harel_sa.StorageError`\\ s, typed by SQLite's result code
 
 from __future__ import annotations
 
-import itertools
-import os
-import secrets
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -115,21 +112,3 @@ def read_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         finally:
             if conn.in_transaction:
                 conn.execute("COMMIT")
-
-
-class Tokens:
-    """Lease tokens: a random prefix per process and a counter; re-seeded in a forked child."""
-
-    def __init__(self) -> None:
-        self.reseed()
-
-    def reseed(self) -> None:
-        self.prefix = secrets.token_hex(6)
-        self.counter = itertools.count()
-
-    def next(self) -> str:
-        return f"{self.prefix}{next(self.counter):x}"
-
-
-tokens = Tokens()
-os.register_at_fork(after_in_child=tokens.reseed)

@@ -13,8 +13,8 @@ import sqlite3
 from typing import Any
 
 from harel_sa.calls import ClaimSpec, Clock, Row
-from harel_sa.events import Lease
-from harel_sa.sqlite.driver import immediate_transaction, tokens
+from harel_sa.events import Lease, tokens
+from harel_sa.sqlite.driver import immediate_transaction
 from harel_sa.sqlite.statements import Statements
 
 _MAX_ERROR = 2000
