@@ -167,6 +167,13 @@ class Fleet:
             self._reaped(slot)
 
 
+def kept_a_slow_lease(logs: Path) -> bool:
+    """Some handler outlived its visibility and still held its lease at the end (it extended
+    it). Only a few handlers are slow, and random kills end many of them, so the rounds go on
+    until one is seen."""
+    return any(h.live and h.t2 - h.t1 > VIS for h in bodies.handlings(logs))
+
+
 def live_leases_after(path: str, now: float) -> int:
     with sqlite3.connect(path) as raw:
         found: int = raw.execute(
@@ -202,8 +209,8 @@ def test_producers_and_workers_killed_at_random_moments_lose_nothing(
                 "group without message": 0,
                 "locked without expiry": 0,
             }
-            if played >= rounds and planned <= fleet.landed:
-                break  # every planned point has landed: no more rounds are needed
+            if played >= rounds and planned <= fleet.landed and kept_a_slow_lease(logs):
+                break  # every planned point has landed, and an extend was seen to matter
     finally:
         fleet.kill_all()
     assert bodies.errors(logs) == []
