@@ -49,6 +49,59 @@ class ClaimSpec:
     max_deliveries: int | None
 
 
+def message_row(
+    event_type: type[BaseModel],
+    group_id: object,
+    event: object,
+    priority: object,
+    routing_key: object,
+) -> Row:
+    """One message to publish, validated (every backend's publish)."""
+    return (
+        validate.required_text("group_id", group_id),
+        validate.event(event, event_type),
+        validate.priority("priority", priority),
+        validate.optional_text("routing_key", routing_key),
+    )
+
+
+def message_rows(
+    event_type: type[BaseModel], items: object, priority: object, routing_key: object
+) -> list[Row]:
+    """``(group_id, event)`` pairs to publish together, all validated before any is sent."""
+    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+        raise InvalidArgumentTypeError("items must be an iterable of (group_id, event) pairs")
+    rows = []
+    for item in items:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise InvalidArgumentTypeError(
+                f"each item must be a (group_id, event) tuple, not {item!r:.80}"
+            )
+        rows.append(message_row(event_type, item[0], item[1], priority, routing_key))
+    return rows
+
+
+def claim_spec(
+    event_type: type[BaseModel],
+    worker_id: object,
+    visibility: object,
+    min_priority: object,
+    routing_keys: object,
+    max_deliveries: object,
+) -> ClaimSpec:
+    """A claim's arguments, validated (every backend's claims)."""
+    return ClaimSpec(
+        event_type=event_type,
+        worker_id=validate.required_text("worker_id", worker_id),
+        visibility=validate.seconds("visibility", visibility, allow_zero=False),
+        min_priority=validate.priority("min_priority", min_priority),
+        routing_keys=validate.routing_keys(routing_keys) or (),
+        max_deliveries=(
+            None if max_deliveries is None else validate.count("max_deliveries", max_deliveries)
+        ),
+    )
+
+
 class Backend(Protocol):
     """A dialect's operations, each one transaction on the dialect's connection (``conn``),
     with its statements for one prefix (``statements``, from :meth:`statements`), as :class:`Calls`
@@ -149,31 +202,15 @@ class Calls(Generic[E]):
     def publish(
         self, group_id: object, event: object, priority: object, routing_key: object
     ) -> Call[None]:
-        row = self._row(group_id, event, priority, routing_key)
+        row = message_row(self.options.event_type, group_id, event, priority, routing_key)
         return partial(
             self.backend.publish, statements=self.statements, clock=self.options.clock, rows=[row]
         )
 
     def publish_many(self, items: object, priority: object, routing_key: object) -> Call[None]:
-        if isinstance(items, str | bytes) or not isinstance(items, Iterable):
-            raise InvalidArgumentTypeError("items must be an iterable of (group_id, event) pairs")
-        rows = []
-        for item in items:
-            if not (isinstance(item, tuple) and len(item) == 2):
-                raise InvalidArgumentTypeError(
-                    f"each item must be a (group_id, event) tuple, not {item!r:.80}"
-                )
-            rows.append(self._row(item[0], item[1], priority, routing_key))
+        rows = message_rows(self.options.event_type, items, priority, routing_key)
         return partial(
             self.backend.publish, statements=self.statements, clock=self.options.clock, rows=rows
-        )
-
-    def _row(self, group_id: object, event: object, priority: object, routing_key: object) -> Row:
-        return (
-            validate.required_text("group_id", group_id),
-            validate.event(event, self.options.event_type),
-            validate.priority("priority", priority),
-            validate.optional_text("routing_key", routing_key),
         )
 
     def claim(
@@ -184,7 +221,14 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> Call[Lease[E] | None]:
-        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        spec = claim_spec(
+            self.options.event_type,
+            worker_id,
+            visibility,
+            min_priority,
+            routing_keys,
+            max_deliveries,
+        )
         return partial(
             self.backend.claim, statements=self.statements, clock=self.options.clock, spec=spec
         )
@@ -198,7 +242,14 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> Call[tuple[bool, Lease[E] | None]]:
-        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        spec = claim_spec(
+            self.options.event_type,
+            worker_id,
+            visibility,
+            min_priority,
+            routing_keys,
+            max_deliveries,
+        )
         return partial(
             self.backend.ack_and_claim,
             statements=self.statements,
@@ -216,7 +267,14 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> Call[list[Lease[E]]]:
-        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        spec = claim_spec(
+            self.options.event_type,
+            worker_id,
+            visibility,
+            min_priority,
+            routing_keys,
+            max_deliveries,
+        )
         return partial(
             self.backend.claim_many,
             statements=self.statements,
@@ -240,7 +298,14 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> Call[tuple[list[bool], list[Lease[E]]]]:
-        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        spec = claim_spec(
+            self.options.event_type,
+            worker_id,
+            visibility,
+            min_priority,
+            routing_keys,
+            max_deliveries,
+        )
         return partial(
             self.backend.ack_many_and_claim_many,
             statements=self.statements,
@@ -248,25 +313,6 @@ class Calls(Generic[E]):
             leases=validate.leases(leases),
             spec=spec,
             limit=validate.count("limit", limit),
-        )
-
-    def _spec(
-        self,
-        worker_id: object,
-        visibility: object,
-        min_priority: object,
-        routing_keys: object,
-        max_deliveries: object,
-    ) -> ClaimSpec:
-        return ClaimSpec(
-            event_type=self.options.event_type,
-            worker_id=validate.required_text("worker_id", worker_id),
-            visibility=validate.seconds("visibility", visibility, allow_zero=False),
-            min_priority=validate.priority("min_priority", min_priority),
-            routing_keys=validate.routing_keys(routing_keys) or (),
-            max_deliveries=(
-                None if max_deliveries is None else validate.count("max_deliveries", max_deliveries)
-            ),
         )
 
     def ack(self, lease: object) -> Call[bool]:

@@ -10,12 +10,10 @@ through :mod:`harel_sa.validate`, the checks both backends share, before anythin
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any, Generic
 
 from harel_sa import validate
-from harel_sa.calls import ClaimSpec, Options
-from harel_sa.errors import InvalidArgumentTypeError
+from harel_sa.calls import Options, claim_spec, message_row, message_rows
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.postgres import operations as ops
@@ -34,29 +32,15 @@ class Calls(Generic[E]):
     def publish(
         self, group_id: object, event: object, priority: object, routing_key: object
     ) -> ops.Op[None]:
-        return ops.publish(self.st, self.clock, [self._row(group_id, event, priority, routing_key)])
+        return ops.publish(
+            self.st,
+            self.clock,
+            [message_row(self.options.event_type, group_id, event, priority, routing_key)],
+        )
 
     def publish_many(self, items: object, priority: object, routing_key: object) -> ops.Op[None]:
-        if isinstance(items, str | bytes) or not isinstance(items, Iterable):
-            raise InvalidArgumentTypeError("items must be an iterable of (group_id, event) pairs")
-        rows = []
-        for item in items:
-            if not (isinstance(item, tuple) and len(item) == 2):
-                raise InvalidArgumentTypeError(
-                    f"each item must be a (group_id, event) tuple, not {item!r:.80}"
-                )
-            rows.append(self._row(item[0], item[1], priority, routing_key))
+        rows = message_rows(self.options.event_type, items, priority, routing_key)
         return ops.publish(self.st, self.clock, rows)
-
-    def _row(
-        self, group_id: object, event: object, priority: object, routing_key: object
-    ) -> ops.Row:
-        return (
-            validate.required_text("group_id", group_id),
-            validate.event(event, self.options.event_type),
-            validate.priority("priority", priority),
-            validate.optional_text("routing_key", routing_key),
-        )
 
     def claim(
         self,
@@ -66,7 +50,14 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> ops.Op[Lease[E] | None]:
-        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        spec = claim_spec(
+            self.options.event_type,
+            worker_id,
+            visibility,
+            min_priority,
+            routing_keys,
+            max_deliveries,
+        )
         return ops.claim(self.st, self.clock, spec)
 
     def ack_and_claim(
@@ -78,7 +69,14 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> ops.Op[tuple[bool, Lease[E] | None]]:
-        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        spec = claim_spec(
+            self.options.event_type,
+            worker_id,
+            visibility,
+            min_priority,
+            routing_keys,
+            max_deliveries,
+        )
         return ops.ack_and_claim(self.st, self.clock, validate.lease(lease), spec)
 
     def claim_many(
@@ -90,7 +88,14 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> ops.Op[list[Lease[E]]]:
-        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        spec = claim_spec(
+            self.options.event_type,
+            worker_id,
+            visibility,
+            min_priority,
+            routing_keys,
+            max_deliveries,
+        )
         return ops.claim_many(self.st, self.clock, spec, validate.count("limit", limit))
 
     def ack_many(self, leases: object) -> ops.Op[list[bool]]:
@@ -106,29 +111,17 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> ops.Op[tuple[list[bool], list[Lease[E]]]]:
-        spec = self._spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        spec = claim_spec(
+            self.options.event_type,
+            worker_id,
+            visibility,
+            min_priority,
+            routing_keys,
+            max_deliveries,
+        )
         checked = validate.leases(leases)
         return ops.ack_many_and_claim_many(
             self.st, self.clock, checked, spec, validate.count("limit", limit)
-        )
-
-    def _spec(
-        self,
-        worker_id: object,
-        visibility: object,
-        min_priority: object,
-        routing_keys: object,
-        max_deliveries: object,
-    ) -> ClaimSpec:
-        return ClaimSpec(
-            event_type=self.options.event_type,
-            worker_id=validate.required_text("worker_id", worker_id),
-            visibility=validate.seconds("visibility", visibility, allow_zero=False),
-            min_priority=validate.priority("min_priority", min_priority),
-            routing_keys=validate.routing_keys(routing_keys) or (),
-            max_deliveries=(
-                None if max_deliveries is None else validate.count("max_deliveries", max_deliveries)
-            ),
         )
 
     def ack(self, lease: object) -> ops.Op[bool]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from harel_sa.calls import ClaimSpec
+from harel_sa.calls import ClaimSpec, Row
 from harel_sa.events import Lease, tokens
 from harel_sa.models import DeadMessage, PriorityBucket, QueuedMessage, RoutingBucket, Stats
 from harel_sa.postgres.statements import PARKED, Statements
@@ -64,9 +64,6 @@ class Op(Generic[T]):
 
 def _now(clock: Clock) -> float | None:
     return None if clock is None else clock()
-
-
-Row = tuple[str, str, int, str | None]
 
 
 def publish(st: Statements, clock: Clock, rows: list[Row]) -> Op[None]:
