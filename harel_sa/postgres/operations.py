@@ -194,24 +194,28 @@ def _claim(st: Statements, clock: Clock, spec: ClaimSpec) -> Program[Lease[Any] 
         found = yield Query(select, params)
         if not found.rows:
             return None
-        seq, group_id, raw, deliveries = found.one()
+        seq, group_id, raw, deliveries, before = found.one()
         limit = spec.max_deliveries
+        error = None
         if limit is not None and deliveries - 1 >= limit:
             times = "1 time" if deliveries == 2 else f"{deliveries - 1} times"
-            yield from _bury(st, clock, seq, locked_by, f"delivered {times} (max {limit})", 1)
+            error = f"delivered {times} (max {limit})"
+        else:
+            try:
+                event = spec.event_type.model_validate_json(raw)
+            except ValueError as exc:
+                error = f"undecodable event: {exc}"
+            except GeneratorExit:
+                raise
+            except BaseException:
+                # The lease committed with the statement: give it back, uncounted, before the
+                # caller sees the error (an event type whose validation raises something else).
+                yield Query(st.give_back, {"seq": seq, "locked_by": locked_by})
+                raise
+        if error is not None:
+            yield from _bury(st, clock, seq, locked_by, error, 1)
+            yield Query(st.untouch, {"group_id": group_id, "before": before})
             continue
-        try:
-            event = spec.event_type.model_validate_json(raw)
-        except ValueError as exc:
-            yield from _bury(st, clock, seq, locked_by, f"undecodable event: {exc}", 1)
-            continue
-        except GeneratorExit:
-            raise
-        except BaseException:
-            # The lease committed with the statement: give it back, uncounted, before the
-            # caller sees the error (an event type whose validation raises something else).
-            yield Query(st.give_back, {"seq": seq, "locked_by": locked_by})
-            raise
         return Lease(seq, group_id, event, spec.worker_id, token, deliveries)
 
 

@@ -29,6 +29,9 @@ PARKED = "__parked__"
 #: The server's "now", constant within a statement.
 SERVER_NOW = "(EXTRACT(EPOCH FROM statement_timestamp()))::float8"
 CLIENT_NOW = "%(now)s::float8"
+#: How many messages after a group's head the claim also checks for a live lease, against
+#: rows another program inserted below a leased head (SQLite's claim checks as many).
+LOOKAHEAD = 1
 
 
 def live_lease(alias: str, now: str) -> str:
@@ -111,6 +114,11 @@ class Statements:
             "SELECT count(*) FROM parked"
         )
         self.extend = f"UPDATE {m} SET lock_expiry = {now} + %(visibility)s {fence}"
+        # A claim that buried its group's head puts the group back where it stood in the
+        # rotation, so the group's next message is the claim's to take (as on SQLite).
+        self.untouch = (
+            f"UPDATE {g} SET last_claimed_at = %(before)s::float8 WHERE group_id = %(group_id)s"
+        )
 
         # Operating the queue: stats, peek, release, purge, dead letters.
         self.counts = (
@@ -193,22 +201,32 @@ class Statements:
     def claim(self, min_priority: int, keys: bool) -> str:
         """The claim: lease the head of the first group in round-robin order (oldest-claimed,
         then arrival) whose head is not leased or parked, with ``priority >= %(min_priority)s``
-        and (``keys``) a routing key in ``%(keys)s``; returns seq, group_id, event and the
-        delivery count this lease makes."""
+        and (``keys``) a routing key in ``%(keys)s``, and no live lease on the next
+        :data:`LOOKAHEAD` messages either; returns seq, group_id, event, the delivery count
+        this lease makes and the group's ``last_claimed_at`` before this claim."""
         return _claim(self.names, self.now, min_priority > 0, keys)
 
 
 @lru_cache(maxsize=64)
 def _claim(names: Names, now: str, floor: bool, keys: bool) -> str:
     m, g = names.messages, names.groups
-    where = ["NOT " + live_lease("m", now)]
+    # Only a head is ever leased; a lease on the next LOOKAHEAD rows means another program
+    # inserted rows below a leased head, and the group stays in flight.
+    ahead = (
+        f"SELECT x.locked_by, x.lock_expiry FROM {m} x WHERE x.group_id = g.group_id "
+        f"AND x.seq > m.seq ORDER BY x.seq LIMIT {LOOKAHEAD}"
+    )
+    where = [
+        "NOT " + live_lease("m", now),
+        f"NOT EXISTS (SELECT 1 FROM ({ahead}) n WHERE {live_lease('n', now)})",
+    ]
     if floor:
         where.append("g.priority >= %(min_priority)s")
     if keys:
         where.append("g.routing_key = ANY(%(keys)s::text[])")
     # LIMIT is a literal: with a parameter the cached generic plan gives up the index walk.
     return (
-        "WITH pick AS (SELECT g.group_id, m.seq "
+        "WITH pick AS (SELECT g.group_id, m.seq, g.last_claimed_at AS before "
         f"FROM {g} g CROSS JOIN LATERAL (SELECT h.seq FROM {m} h "
         "WHERE h.group_id = g.group_id ORDER BY h.seq LIMIT 1) head "
         f"JOIN {m} m ON m.seq = head.seq WHERE {' AND '.join(where)} "
@@ -218,7 +236,8 @@ def _claim(names: Names, now: str, floor: bool, keys: bool) -> str:
         "FROM pick WHERE m.seq = pick.seq RETURNING m.seq, m.group_id, m.event, m.deliveries), "
         f"touch AS (UPDATE {g} g SET last_claimed_at = {now} FROM pick "
         "WHERE g.group_id = pick.group_id) "
-        "SELECT seq, group_id, event, deliveries FROM lease"
+        "SELECT l.seq, l.group_id, l.event, l.deliveries, pick.before "
+        "FROM lease l JOIN pick ON pick.seq = l.seq"
     )
 
 

@@ -4,7 +4,10 @@ A value of any type, and TEXT that is not UTF-8, may sit in any column. The clai
 what it can read, dead-letters what it cannot (reading raw bytes in SQL, so the driver never
 raises on a fetch), holds one lease per group whatever the ``seq``\\ s, and deletes the empty
 group rows it walks over; ``stats``, ``peek`` and ``dead`` show odd values instead of raising.
-Rows are planted with a plain sqlite3 connection; every check reads the file back.
+Rows are planted with a plain connection (``raw``: sqlite3, or psycopg on PostgreSQL); every
+check reads the rows back. What only SQLite's untyped columns can hold (text that is not UTF-8,
+a BLOB or text in a number column) is tested on the SQLite kinds alone; so are empty group rows,
+which PostgreSQL's claim walks past instead of deleting.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from harel_sa import Event, schema_for
 from harel_sa.sqlite.statements import LOOKAHEAD
 from tests.checks import assert_nothing_stranded
 from tests.conftest import FakeClock
+from tests.contract.raw import PgRaw, Raw
 from tests.contract.test_reliability import drain
 
 VIS = 30.0
@@ -32,12 +36,13 @@ def ev(kind: str) -> Event:
 
 
 @pytest.fixture(autouse=True)
-def _read_bytes(raw: sqlite3.Connection) -> None:
-    raw.text_factory = bytes  # read back exactly what is stored, UTF-8 or not
+def _read_bytes(raw: Raw) -> None:
+    if isinstance(raw, sqlite3.Connection):
+        raw.text_factory = bytes  # read back exactly what is stored, UTF-8 or not
 
 
 def plant(
-    raw: sqlite3.Connection,
+    raw: Raw,
     group: object,
     event: object,
     *,
@@ -49,19 +54,27 @@ def plant(
     """A message (and its group row) written behind the transport's back. ``text`` stores a
     ``bytes`` event or group id as TEXT (bytes that need not be UTF-8), as a C program could."""
     as_text = "CAST(? AS TEXT)" if text else "?"
-    names = ["seq", "group_id", "event", *columns]
-    values = [seq, group, event, *columns.values()]
-    marks = ["?", as_text, as_text, *("?" for _ in columns)]
+    if isinstance(raw, PgRaw):  # typed columns: the text itself (UTF-8 is all PostgreSQL keeps)
+        group, event = (v.decode() if isinstance(v, bytes) else v for v in (group, event))
+    names = ["group_id", "event", *columns]
+    values = [group, event, *columns.values()]
+    marks = [as_text, as_text, *("?" for _ in columns)]
+    if seq is not None:
+        names, values, marks = ["seq", *names], [seq, *values], ["?", *marks]
     raw.execute("BEGIN IMMEDIATE")
-    cur = raw.execute(f"INSERT INTO {M} ({', '.join(names)}) VALUES ({', '.join(marks)})", values)
+    cur = raw.execute(
+        f"INSERT INTO {M} ({', '.join(names)}) VALUES ({', '.join(marks)}) RETURNING seq", values
+    )
+    (seq,) = cur.fetchone()
     raw.execute(
-        f"INSERT OR IGNORE INTO {G} (group_id, priority) VALUES ({as_text}, ?)", (group, priority)
+        f"INSERT INTO {G} (group_id, priority) VALUES ({as_text}, ?) ON CONFLICT DO NOTHING",
+        (group, priority),
     )
     raw.execute("COMMIT")
-    return int(cur.lastrowid or 0)
+    return int(seq)
 
 
-def dead_rows(raw: sqlite3.Connection) -> list[tuple[Any, ...]]:
+def dead_rows(raw: Raw) -> list[tuple[Any, ...]]:
     sql = f"SELECT seq, group_id, event, typeof(event) FROM {D} ORDER BY seq"
     return raw.execute(sql).fetchall()
 
@@ -69,8 +82,9 @@ def dead_rows(raw: sqlite3.Connection) -> list[tuple[Any, ...]]:
 # --- point 5: text that is not UTF-8, BLOB events -------------------------------------------
 
 
+@pytest.mark.sqlite_file  # TEXT that is not UTF-8: a PostgreSQL UTF8 database refuses it
 def test_an_event_that_is_not_utf8_is_buried_and_every_good_message_goes_through(
-    q: Any, raw: sqlite3.Connection
+    q: Any, raw: Raw
 ) -> None:
     bad = plant(raw, b"g0", NOT_UTF8)
     for i in range(20):
@@ -95,9 +109,8 @@ def test_an_event_that_is_not_utf8_is_buried_and_every_good_message_goes_through
     assert [row[2] for row in dead_rows(raw)] == [NOT_UTF8]
 
 
-def test_a_group_id_that_is_not_utf8_is_buried_with_its_group_row(
-    q: Any, raw: sqlite3.Connection
-) -> None:
+@pytest.mark.sqlite_file  # TEXT that is not UTF-8: a PostgreSQL UTF8 database refuses it
+def test_a_group_id_that_is_not_utf8_is_buried_with_its_group_row(q: Any, raw: Raw) -> None:
     bad = plant(raw, b"caf\xe9", ev("in-a-bad-group").model_dump_json().encode())
     q.publish("fine", ev("f1"))
     assert q.peek(limit=1)[0].group_id == "caf\\xe9"
@@ -109,9 +122,8 @@ def test_a_group_id_that_is_not_utf8_is_buried_with_its_group_row(
     assert raw.execute(f"SELECT group_id FROM {D}").fetchone() == (b"caf\xe9",)
 
 
-def test_a_blob_event_is_delivered_if_it_is_json_and_buried_if_not(
-    q: Any, raw: sqlite3.Connection
-) -> None:
+@pytest.mark.sqlite_file  # a BLOB in a TEXT column: PostgreSQL's columns are typed
+def test_a_blob_event_is_delivered_if_it_is_json_and_buried_if_not(q: Any, raw: Raw) -> None:
     good = ev("from-a-blob").model_dump_json()
     plant(raw, "g", good.encode(), text=False)
     bad = plant(raw, "g", b"\xff\xfebinary", text=False)
@@ -125,8 +137,9 @@ def test_a_blob_event_is_delivered_if_it_is_json_and_buried_if_not(
 # --- point 6: numbers that are not numbers, locks without an expiry -------------------------
 
 
+@pytest.mark.sqlite_file  # text in an INTEGER column: PostgreSQL's columns are typed
 def test_a_deliveries_count_that_is_not_a_number_is_read_as_sqlite_reads_it(
-    q: Any, raw: sqlite3.Connection
+    q: Any, raw: Raw
 ) -> None:
     plant(raw, "a", ev("text-count").model_dump_json().encode(), deliveries="many")
     plant(raw, "b", ev("real-count").model_dump_json().encode(), deliveries=2.5)
@@ -144,9 +157,8 @@ def test_a_deliveries_count_that_is_not_a_number_is_read_as_sqlite_reads_it(
     assert raw.execute(f"SELECT deliveries FROM {M} ORDER BY seq").fetchall() == [(1,), (3,)]
 
 
-def test_a_priority_that_is_not_an_integer_counts_as_zero_everywhere(
-    q: Any, raw: sqlite3.Connection
-) -> None:
+@pytest.mark.sqlite_file  # text in an INTEGER column: PostgreSQL's columns are typed
+def test_a_priority_that_is_not_an_integer_counts_as_zero_everywhere(q: Any, raw: Raw) -> None:
     plant(raw, "odd", ev("odd-priority").model_dump_json().encode(), priority="high")
     q.publish("top", ev("top"), priority=3)
     stats = q.stats()
@@ -158,12 +170,22 @@ def test_a_priority_that_is_not_an_integer_counts_as_zero_everywhere(
     assert q.dead()[0].priority == 0
 
 
-@pytest.mark.parametrize(
-    "expiry", [None, "tomorrow", b"\x01", 10**12], ids=["null", "text", "blob", "live"]
-)
-def test_a_lock_without_a_numeric_expiry_has_lapsed_for_claim_peek_and_stats(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock, expiry: object
+@pytest.mark.parametrize("expiry", [None, 10**12], ids=["null", "live"])
+def test_a_lock_without_an_expiry_has_lapsed_for_claim_peek_and_stats(
+    q: Any, raw: Raw, clock: FakeClock, expiry: object
 ) -> None:
+    lock_with_expiry(q, raw, clock, expiry)
+
+
+@pytest.mark.sqlite_file  # text or a BLOB in a REAL column: PostgreSQL's columns are typed
+@pytest.mark.parametrize("expiry", ["tomorrow", b"\x01"], ids=["text", "blob"])
+def test_a_lock_without_a_numeric_expiry_has_lapsed_for_claim_peek_and_stats(
+    q: Any, raw: Raw, clock: FakeClock, expiry: object
+) -> None:
+    lock_with_expiry(q, raw, clock, expiry)
+
+
+def lock_with_expiry(q: Any, raw: Raw, clock: FakeClock, expiry: object) -> None:
     seq = plant(
         raw, "g", ev("locked").model_dump_json().encode(), locked_by="old#1", lock_expiry=expiry
     )
@@ -186,7 +208,7 @@ def test_a_lock_without_a_numeric_expiry_has_lapsed_for_claim_peek_and_stats(
 # --- point 7: seqs below a leased head, empty group rows -----------------------------------
 
 
-def live_leases(raw: sqlite3.Connection, group: str, now: float) -> int:
+def live_leases(raw: Raw, group: str, now: float) -> int:
     return int(
         raw.execute(
             f"SELECT count(*) FROM {M} WHERE group_id = ? AND locked_by IS NOT NULL "
@@ -198,7 +220,7 @@ def live_leases(raw: sqlite3.Connection, group: str, now: float) -> int:
 
 @pytest.mark.parametrize("below", range(1, LOOKAHEAD + 1))
 def test_messages_inserted_below_a_leased_head_never_give_its_group_a_second_lease(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock, below: int
+    q: Any, raw: Raw, clock: FakeClock, below: int
 ) -> None:
     for i in range(below):  # free the seqs 1..below, as acked messages leave them
         q.publish("filler", ev(f"f{i}"))
@@ -226,7 +248,7 @@ def test_messages_inserted_below_a_leased_head_never_give_its_group_a_second_lea
     assert got == [f"restored{s}" for s in range(1, below + 1)] + ["tail"]
 
 
-def plant_empty_groups(raw: sqlite3.Connection, n: int, **columns: object) -> None:
+def plant_empty_groups(raw: Raw, n: int, **columns: object) -> None:
     names = ", ".join(["group_id", *columns])
     marks = ", ".join("?" for _ in range(1 + len(columns)))
     raw.execute("BEGIN")
@@ -237,13 +259,12 @@ def plant_empty_groups(raw: sqlite3.Connection, n: int, **columns: object) -> No
     raw.execute("COMMIT")
 
 
-def groups(raw: sqlite3.Connection) -> list[bytes]:
+def groups(raw: Raw) -> list[bytes]:
     return [g for (g,) in raw.execute(f"SELECT group_id FROM {G} ORDER BY group_id")]
 
 
-def test_thirty_thousand_empty_group_rows_are_walked_once_and_deleted(
-    q: Any, raw: sqlite3.Connection
-) -> None:
+@pytest.mark.sqlite_file  # PostgreSQL's claim skips empty group rows, does not delete them
+def test_thirty_thousand_empty_group_rows_are_walked_once_and_deleted(q: Any, raw: Raw) -> None:
     plant_empty_groups(raw, 30_000)  # last_claimed_at 0: ahead of everything in the walk
     q.publish("real", ev("r1"))
     q.publish("real", ev("r2"))
@@ -256,9 +277,8 @@ def test_thirty_thousand_empty_group_rows_are_walked_once_and_deleted(
     assert groups(raw) == []
 
 
-def test_empty_group_rows_between_groups_in_flight_are_deleted_too(
-    q: Any, raw: sqlite3.Connection
-) -> None:
+@pytest.mark.sqlite_file  # PostgreSQL's claim skips empty group rows, does not delete them
+def test_empty_group_rows_between_groups_in_flight_are_deleted_too(q: Any, raw: Raw) -> None:
     for i in range(3):
         q.publish(f"busy{i}", ev(f"b{i}"))
     held = [q.claim("w", VIS) for _ in range(3)]
@@ -271,11 +291,12 @@ def test_empty_group_rows_between_groups_in_flight_are_deleted_too(
     assert all(q.ack(x) for x in [*held, lease])
 
 
+@pytest.mark.sqlite_file  # PostgreSQL's claim skips empty group rows, does not delete them
 @pytest.mark.parametrize(
     "claim", [{"min_priority": 2}, {"routing_keys": ["east"]}], ids=["floor", "keys"]
 )
 def test_claims_walking_a_lane_delete_the_empty_group_rows_they_meet(
-    q: Any, raw: sqlite3.Connection, claim: dict[str, Any]
+    q: Any, raw: Raw, claim: dict[str, Any]
 ) -> None:
     plant_empty_groups(raw, 2000, priority=3, routing_key="east")
     q.publish("real", ev("r1"), priority=3, routing_key="east")
@@ -286,9 +307,8 @@ def test_claims_walking_a_lane_delete_the_empty_group_rows_they_meet(
 # --- admin reads over the dead table --------------------------------------------------------
 
 
-def test_dead_letters_written_by_others_are_listed_and_requeued(
-    q: Any, raw: sqlite3.Connection
-) -> None:
+@pytest.mark.sqlite_file  # text in number columns, not UTF-8: typed on PostgreSQL
+def test_dead_letters_written_by_others_are_listed_and_requeued(q: Any, raw: Raw) -> None:
     raw.execute(
         f"INSERT INTO {D} (seq, group_id, event, error, dead_at, deliveries, priority, "
         "routing_key) VALUES (7, CAST(? AS TEXT), ?, CAST(? AS TEXT), 'yesterday', 'two', "
@@ -304,7 +324,7 @@ def test_dead_letters_written_by_others_are_listed_and_requeued(
 
 
 def test_a_poison_row_whose_seq_is_already_dead_is_buried_again_not_wedged(
-    q: Any, raw: sqlite3.Connection
+    q: Any, raw: Raw
 ) -> None:
     q.publish("g", ev("m1"))
     lease = q.claim("w", VIS)
@@ -317,7 +337,8 @@ def test_a_poison_row_whose_seq_is_already_dead_is_buried_again_not_wedged(
     assert dead.seq == lease.seq and dead.error.startswith("undecodable event")
 
 
-def test_stats_survive_odd_routing_keys_and_created_times(q: Any, raw: sqlite3.Connection) -> None:
+@pytest.mark.sqlite_file  # a routing key that is not UTF-8: refused by PostgreSQL
+def test_stats_survive_odd_routing_keys_and_created_times(q: Any, raw: Raw) -> None:
     plant(raw, "a", json.dumps({"kind": "x", "created_time": "not a time"}).encode())
     raw.execute(f"UPDATE {G} SET routing_key = CAST(? AS TEXT) WHERE group_id = 'a'", (b"\xff",))
     stats = q.stats()

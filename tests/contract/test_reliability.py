@@ -1,8 +1,8 @@
 """What the queue does when things go wrong, proven on every transport (``open_queue``).
 
 Fenced leases and heartbeats, poison rows and dead letters, and the operator's tools (stats,
-peek, release, purge). Every check that matters reads the rows back with a plain sqlite3
-connection: the transports' own answers are not taken on trust.
+peek, release, purge). Every check that matters reads the rows back with a plain connection
+(``raw``: sqlite3, or psycopg on PostgreSQL): the transports' own answers are not taken on trust.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pydantic import BaseModel, field_validator
 from harel_sa import Event, Lease, schema_for
 from tests.checks import assert_nothing_stranded
 from tests.conftest import FakeClock
+from tests.contract.raw import Raw
 
 VIS = 30.0
 NAMES = schema_for().names
@@ -27,7 +28,7 @@ def ev(kind: str, **data: Any) -> Event:
     return Event(kind=kind, data=data)
 
 
-def row(raw: sqlite3.Connection, seq: int) -> tuple[Any, ...] | None:
+def row(raw: Raw, seq: int) -> tuple[Any, ...] | None:
     found: tuple[Any, ...] | None = raw.execute(
         f"SELECT seq, group_id, event, locked_by, lock_expiry, deliveries FROM {M} WHERE seq = ?",
         (seq,),
@@ -35,7 +36,7 @@ def row(raw: sqlite3.Connection, seq: int) -> tuple[Any, ...] | None:
     return found
 
 
-def messages(raw: sqlite3.Connection) -> list[tuple[int, str, str]]:
+def messages(raw: Raw) -> list[tuple[int, str, str]]:
     """(seq, group, kind) of every message, in seq order."""
     return [
         (seq, group, json.loads(event)["kind"])
@@ -43,7 +44,7 @@ def messages(raw: sqlite3.Connection) -> list[tuple[int, str, str]]:
     ]
 
 
-def groups(raw: sqlite3.Connection) -> dict[str, tuple[float, int, str | None]]:
+def groups(raw: Raw) -> dict[str, tuple[float, int, str | None]]:
     return {
         g: (last, prio, key)
         for g, last, prio, key in raw.execute(
@@ -52,7 +53,7 @@ def groups(raw: sqlite3.Connection) -> dict[str, tuple[float, int, str | None]]:
     }
 
 
-def dead_rows(raw: sqlite3.Connection) -> list[tuple[Any, ...]]:
+def dead_rows(raw: Raw) -> list[tuple[Any, ...]]:
     return raw.execute(
         f"SELECT seq, group_id, event, error, dead_at, deliveries, priority, routing_key "
         f"FROM {D} ORDER BY seq"
@@ -68,20 +69,26 @@ def drain(q: Any, **claim: Any) -> list[tuple[str, str]]:
     return out
 
 
-def insert_raw(raw: sqlite3.Connection, group: str, event: str, priority: int = 0) -> int:
+def insert_raw(raw: Raw, group: str, event: str, priority: int = 0) -> int:
     """A message written behind the transport's back, as another program might."""
     raw.execute("BEGIN IMMEDIATE")
-    cur = raw.execute(f"INSERT INTO {M} (group_id, event) VALUES (?, ?)", (group, event))
-    raw.execute(f"INSERT OR IGNORE INTO {G} (group_id, priority) VALUES (?, ?)", (group, priority))
+    cur = raw.execute(
+        f"INSERT INTO {M} (group_id, event) VALUES (?, ?) RETURNING seq", (group, event)
+    )
+    (seq,) = cur.fetchone()
+    raw.execute(
+        f"INSERT INTO {G} (group_id, priority) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (group, priority),
+    )
     raw.execute("COMMIT")
-    return int(cur.lastrowid or 0)
+    return int(seq)
 
 
 # --- fenced leases --------------------------------------------------------------------------
 
 
 def test_a_late_ack_or_nack_after_the_lease_lapsed_changes_nothing(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock
+    q: Any, raw: Raw, clock: FakeClock
 ) -> None:
     q.publish("g", ev("m1"))
     q.publish("g", ev("m2"))
@@ -111,9 +118,7 @@ def test_a_late_ack_or_nack_after_the_lease_lapsed_changes_nothing(
     assert (nxt.event.kind, nxt.deliveries) == ("m2", 1)
 
 
-def test_the_fence_is_the_token_not_the_worker_id(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock
-) -> None:
+def test_the_fence_is_the_token_not_the_worker_id(q: Any, raw: Raw, clock: FakeClock) -> None:
     q.publish("g", ev("m1"))
     first = q.claim("w", VIS)
     clock.advance(VIS + 1)
@@ -125,7 +130,7 @@ def test_the_fence_is_the_token_not_the_worker_id(
     assert row(raw, second.seq) is None
 
 
-def test_an_ack_of_a_message_already_acked_returns_false(q: Any, raw: sqlite3.Connection) -> None:
+def test_an_ack_of_a_message_already_acked_returns_false(q: Any, raw: Raw) -> None:
     q.publish("g", ev("m1"))
     q.publish("g", ev("m2"))
     lease = q.claim("w", VIS)
@@ -137,7 +142,7 @@ def test_an_ack_of_a_message_already_acked_returns_false(q: Any, raw: sqlite3.Co
 
 
 def test_extend_keeps_the_message_across_several_visibility_periods(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock
+    q: Any, raw: Raw, clock: FakeClock
 ) -> None:
     q.publish("g", ev("m1"))
     q.publish("g", ev("m2"))
@@ -160,7 +165,7 @@ def test_extend_keeps_the_message_across_several_visibility_periods(
 
 
 def test_an_extended_lease_that_then_lapses_is_redelivered(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock
+    q: Any, raw: Raw, clock: FakeClock
 ) -> None:
     q.publish("g", ev("m1"))
     lease = q.claim("slow", 10)
@@ -186,7 +191,7 @@ POISON = {
 
 @pytest.mark.parametrize("poison", list(POISON), ids=list(POISON))
 def test_a_poison_row_is_buried_and_blocks_nothing_then_requeued_once_fixed(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock, poison: str
+    q: Any, raw: Raw, clock: FakeClock, poison: str
 ) -> None:
     bad = insert_raw(raw, "g1", POISON[poison], priority=2)
     q.publish("g1", ev("b1"))
@@ -239,7 +244,7 @@ def test_a_poison_row_is_buried_and_blocks_nothing_then_requeued_once_fixed(
 
 
 def test_a_poison_row_alone_in_its_group_lets_other_groups_through(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock
+    q: Any, raw: Raw, clock: FakeClock
 ) -> None:
     bad = insert_raw(raw, "poisoned", "][", priority=3)
     raw.execute(f"UPDATE {G} SET routing_key = 'east' WHERE group_id = 'poisoned'")
@@ -261,9 +266,7 @@ def test_a_poison_row_alone_in_its_group_lets_other_groups_through(
     assert again.seq > bad  # a new tail position, not its old one
 
 
-def test_a_requeued_row_still_broken_goes_back_to_the_dead_table(
-    q: Any, raw: sqlite3.Connection
-) -> None:
+def test_a_requeued_row_still_broken_goes_back_to_the_dead_table(q: Any, raw: Raw) -> None:
     bad = insert_raw(raw, "g", "nope")
     assert q.claim("w", VIS) is None
     assert q.requeue_dead() == 1
@@ -275,7 +278,7 @@ def test_a_requeued_row_still_broken_goes_back_to_the_dead_table(
 
 @pytest.mark.parametrize("how", ["nack", "lapse"])
 def test_max_deliveries_dead_letters_after_exactly_n_deliveries(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock, how: str
+    q: Any, raw: Raw, clock: FakeClock, how: str
 ) -> None:
     n = 3
     q.publish("g", ev("doomed"))
@@ -311,7 +314,7 @@ def test_without_max_deliveries_a_message_is_delivered_again_and_again(
 
 
 def test_dead_letter_moves_the_leased_message_and_unblocks_its_group(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock
+    q: Any, raw: Raw, clock: FakeClock
 ) -> None:
     q.publish("g", ev("bad"), priority=1, routing_key="r")
     q.publish("g", ev("good"))
@@ -347,7 +350,7 @@ def bury_all(q: Any, plan: list[tuple[str, str]]) -> dict[str, int]:
 PLAN = [("a", "a1"), ("b", "b1"), ("a", "a2"), ("c", "c1"), ("b", "b2")]
 
 
-def test_requeue_dead_by_group_by_seqs_and_all(q: Any, raw: sqlite3.Connection) -> None:
+def test_requeue_dead_by_group_by_seqs_and_all(q: Any, raw: Raw) -> None:
     seqs = bury_all(q, PLAN)
     assert len(q.dead()) == 5 and messages(raw) == []
     assert q.requeue_dead(group_id="a") == 2
@@ -368,7 +371,7 @@ def test_requeue_dead_by_group_by_seqs_and_all(q: Any, raw: sqlite3.Connection) 
     assert got == {"a": ["a1", "a2"], "b": ["b2", "b1"], "c": ["c1"]}
 
 
-def test_purge_dead_by_group_by_seqs_and_all(q: Any, raw: sqlite3.Connection) -> None:
+def test_purge_dead_by_group_by_seqs_and_all(q: Any, raw: Raw) -> None:
     seqs = bury_all(q, PLAN)
     assert q.purge_dead(group_id="b") == 2
     assert sorted(d.group_id for d in q.dead()) == ["a", "a", "c"]
@@ -431,9 +434,7 @@ def test_an_error_inside_a_claim_rolls_the_whole_claim_back(
 # --- ack_and_claim --------------------------------------------------------------------------
 
 
-def test_ack_and_claim_acks_and_returns_the_next_lease(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock
-) -> None:
+def test_ack_and_claim_acks_and_returns_the_next_lease(q: Any, raw: Raw, clock: FakeClock) -> None:
     q.publish("g", ev("g1"))
     q.publish("g", ev("g2"))
     q.publish("h", ev("h1"))
@@ -453,9 +454,7 @@ def test_ack_and_claim_acks_and_returns_the_next_lease(
     assert messages(raw) == [] and groups(raw) == {}
 
 
-def test_ack_and_claim_is_fenced_like_ack(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock
-) -> None:
+def test_ack_and_claim_is_fenced_like_ack(q: Any, raw: Raw, clock: FakeClock) -> None:
     q.publish("g", ev("g1"))
     q.publish("g", ev("g2"))
     slow = q.claim("slow", VIS)
@@ -471,7 +470,7 @@ def test_ack_and_claim_is_fenced_like_ack(
     assert [m[2] for m in messages(raw)] == ["g1", "g2", "h1"]
 
 
-def test_ack_and_claim_honours_the_claim_arguments(q: Any, raw: sqlite3.Connection) -> None:
+def test_ack_and_claim_honours_the_claim_arguments(q: Any, raw: Raw) -> None:
     q.publish("low", ev("l1"))
     q.publish("low", ev("l2"))
     q.publish("high", ev("h1"), priority=4, routing_key="k")
@@ -488,7 +487,7 @@ def test_ack_and_claim_honours_the_claim_arguments(q: Any, raw: sqlite3.Connecti
 # --- the operator's tools -------------------------------------------------------------------
 
 
-def expected_stats(raw: sqlite3.Connection, now: float) -> dict[str, Any]:
+def expected_stats(raw: Raw, now: float) -> dict[str, Any]:
     """The figures ``stats()`` must report, computed from the rows independently."""
     all_rows = raw.execute(f"SELECT group_id, locked_by, lock_expiry FROM {M}").fetchall()
     live = [r for r in all_rows if r[1] is not None and r[2] >= now]
@@ -512,7 +511,7 @@ def expected_stats(raw: sqlite3.Connection, now: float) -> dict[str, Any]:
     }
 
 
-def test_stats_match_the_rows(q: Any, raw: sqlite3.Connection, clock: FakeClock) -> None:
+def test_stats_match_the_rows(q: Any, raw: Raw, clock: FakeClock) -> None:
     empty = q.stats()
     assert (empty.messages, empty.groups, empty.in_flight, empty.parked, empty.dead) == (
         0,
@@ -570,7 +569,7 @@ def test_stats_match_the_rows(q: Any, raw: sqlite3.Connection, clock: FakeClock)
 
 
 def test_peek_shows_messages_with_their_state_without_claiming(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock
+    q: Any, raw: Raw, clock: FakeClock
 ) -> None:
     q.publish("a", ev("a1"))
     q.publish("a", ev("a2"))
@@ -601,7 +600,7 @@ def test_peek_shows_messages_with_their_state_without_claiming(
     assert raw.execute(f"SELECT * FROM {M} ORDER BY seq").fetchall() == before
 
 
-def test_release_ends_parks_now(q: Any, raw: sqlite3.Connection, clock: FakeClock) -> None:
+def test_release_ends_parks_now(q: Any, raw: Raw, clock: FakeClock) -> None:
     q.publish("a", ev("a1"))
     q.publish("b", ev("b1"))
     q.publish("c", ev("c1"))
@@ -623,9 +622,7 @@ def test_release_ends_parks_now(q: Any, raw: sqlite3.Connection, clock: FakeCloc
     assert q.release() == 0
 
 
-def test_purge_removes_a_group_and_its_leased_head(
-    q: Any, raw: sqlite3.Connection, clock: FakeClock
-) -> None:
+def test_purge_removes_a_group_and_its_leased_head(q: Any, raw: Raw, clock: FakeClock) -> None:
     for i in range(3):
         q.publish("g", ev(f"g{i}"))
     q.publish("h", ev("h1"))
