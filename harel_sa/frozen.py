@@ -128,6 +128,7 @@ REVISIONS: tuple[tuple[str, tuple[Statement, ...]], ...] = (
             ),
         ),
     ),
+    ("harel_sa_0006", ()),  # PostgreSQL's indexes only: nothing on SQLite
 )
 
 #: The same revisions' statements on PostgreSQL, in its types (their ``IF NOT EXISTS`` forms need
@@ -227,6 +228,23 @@ POSTGRESQL_REVISIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_routing_key ON "
                 "{p}_transport_groups (routing_key, last_claimed_at) WHERE routing_key "
                 "IS NOT NULL"
+            ),
+        ),
+    ),
+    (
+        "harel_sa_0006",
+        (
+            *(
+                f"CREATE INDEX IF NOT EXISTS {{p}}_transport_groups_by_floor{floor} ON "
+                f"{{p}}_transport_groups (last_claimed_at, arrival) WHERE priority >= {floor}"
+                for floor in (1, 2, 3, 4)
+            ),
+            "DROP INDEX IF EXISTS {p}_transport_groups_by_priority",
+            "DROP INDEX IF EXISTS {p}_transport_groups_by_routing_key",
+            (
+                "CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_routing_key ON "
+                "{p}_transport_groups (routing_key, last_claimed_at, arrival) WHERE "
+                "routing_key IS NOT NULL"
             ),
         ),
     ),

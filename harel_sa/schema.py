@@ -32,9 +32,10 @@ from sqlalchemy.sql.compiler import DDLCompiler
 from sqlalchemy.types import TypeEngine
 
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
+from harel_sa.validate import MAX_PRIORITY
 
 #: The newest harel_sa Alembic revision; a test holds it equal to the revisions' head.
-HEAD_REVISION = "harel_sa_0005"
+HEAD_REVISION = "harel_sa_0006"
 
 DEFAULT_PREFIX = "harel"
 
@@ -96,6 +97,11 @@ class Names:
     @property
     def groups_by_priority(self) -> str:
         return f"{self.groups}_by_priority"
+
+    def groups_by_floor(self, floor: int) -> str:
+        """PostgreSQL's index of the groups a claim with priority floor ``floor`` (1 to
+        ``MAX_PRIORITY``) may take, in round-robin order."""
+        return f"{self.groups}_by_floor{floor}"
 
     @property
     def messages_by_group(self) -> str:
@@ -188,23 +194,44 @@ def _schema(prefix: str) -> Schema:
         info=POSTGRESQL_ONLY,
     ).ddl_if(dialect="postgresql")
     # Only groups with a routing key: a routed claim walks no other, and claiming one without
-    # a key (the common group) costs no write of this index.
+    # a key (the common group) costs no write of this index. Within a key, the round-robin
+    # order: SQLite's entries end with the rowid, PostgreSQL's name the arrival.
     Index(
         names.groups_by_routing_key,
         groups.c.routing_key,
         groups.c.last_claimed_at,
         sqlite_where=groups.c.routing_key.isnot(None),
+        info=SQLITE_ONLY,
+    ).ddl_if(dialect="sqlite")
+    Index(
+        names.groups_by_routing_key,
+        groups.c.routing_key,
+        groups.c.last_claimed_at,
+        groups.c.arrival,
         postgresql_where=groups.c.routing_key.isnot(None),
-    )
+        info=POSTGRESQL_ONLY,
+    ).ddl_if(dialect="postgresql")
     # Only groups above priority 0 are indexed: the common group costs no index write per claim,
-    # and a claim with a priority floor (> 0) never needs the others.
+    # and a claim with a priority floor (> 0) never needs the others. SQLite's claim walks one
+    # lane per priority level on this index and compares the lanes' winners.
     Index(
         names.groups_by_priority,
         groups.c.priority,
         groups.c.last_claimed_at,
         sqlite_where=groups.c.priority > 0,
-        postgresql_where=groups.c.priority > 0,
-    )
+        info=SQLITE_ONLY,
+    ).ddl_if(dialect="sqlite")
+    # PostgreSQL's claim cannot merge lanes under FOR UPDATE: one index per floor instead, each
+    # in round-robin order over the groups at or above it (a group of priority p is in p of
+    # them; priority 0, the common group, in none).
+    for floor in range(1, MAX_PRIORITY + 1):
+        Index(
+            names.groups_by_floor(floor),
+            groups.c.last_claimed_at,
+            groups.c.arrival,
+            postgresql_where=groups.c.priority >= floor,
+            info=POSTGRESQL_ONLY,
+        ).ddl_if(dialect="postgresql")
     Index(names.messages_by_group, messages.c.group_id, messages.c.seq)
     Index(names.dead_by_group, dead.c.group_id, dead.c.seq)
     return Schema(names, md, messages, groups, dead)

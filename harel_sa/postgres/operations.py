@@ -180,7 +180,7 @@ def _ack_many_and_claim_many(
 
 
 def _claim(st: Statements, clock: Clock, spec: ClaimSpec) -> Program[Lease[Any] | None]:
-    select = st.claim(spec.min_priority, bool(spec.routing_keys))
+    select = st.claim(spec.min_priority, len(spec.routing_keys))
     while True:
         token = tokens.next()
         locked_by = f"{spec.worker_id}#{token}"

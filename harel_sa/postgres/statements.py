@@ -198,20 +198,27 @@ class Statements:
             "AND x.seq <> %(seq)s)"
         )
 
-    def claim(self, min_priority: int, keys: bool) -> str:
+    def claim(self, min_priority: int, keys: int) -> str:
         """The claim: lease the head of the first group in round-robin order (oldest-claimed,
-        then arrival) whose head is not leased or parked, with ``priority >= %(min_priority)s``
-        and (``keys``) a routing key in ``%(keys)s``, and no live lease on the next
-        :data:`LOOKAHEAD` messages either; returns seq, group_id, event, the delivery count
-        this lease makes and the group's ``last_claimed_at`` before this claim."""
-        return _claim(self.names, self.now, min_priority > 0, keys)
+        then arrival) whose head is not leased or parked, nor the next :data:`LOOKAHEAD`
+        messages either, with a priority of at least ``min_priority`` (0 to ``MAX_PRIORITY``,
+        spelled in the statement) and, with ``keys`` > 0, a routing key among the ``keys``
+        items of ``%(keys)s``; returns seq, group_id, event, the delivery count this lease
+        makes and the group's ``last_claimed_at`` before this claim.
+
+        Its cost stays flat in the backlog: the walk of the groups is an index walk in
+        round-robin order that stops at the first group it can lease; a floor walks its own
+        partial index (``groups_by_floor<n>``), never the groups below it. With routing keys,
+        each key is a lane of its own on ``groups_by_routing_key`` (its first leasable group,
+        locked), and the lanes' winners are compared; the losers' row locks last as long as
+        the claim's transaction, so other claimers skip those groups meanwhile.
+        """
+        return _claim(self.names, self.now, min_priority, keys)
 
 
-@lru_cache(maxsize=64)
-def _claim(names: Names, now: str, floor: bool, keys: bool) -> str:
-    m, g = names.messages, names.groups
-    # Only a head is ever leased; a lease on the next LOOKAHEAD rows means another program
-    # inserted rows below a leased head, and the group stays in flight.
+def _eligible(m: str, now: str, *more: str | None) -> str:
+    # The head is free, and so are the next LOOKAHEAD rows: only a head is ever leased, a
+    # lease below it means another program inserted rows below a leased head.
     ahead = (
         f"SELECT x.locked_by, x.lock_expiry FROM {m} x WHERE x.group_id = g.group_id "
         f"AND x.seq > m.seq ORDER BY x.seq LIMIT {LOOKAHEAD}"
@@ -220,17 +227,46 @@ def _claim(names: Names, now: str, floor: bool, keys: bool) -> str:
         "NOT " + live_lease("m", now),
         f"NOT EXISTS (SELECT 1 FROM ({ahead}) n WHERE {live_lease('n', now)})",
     ]
-    if floor:
-        where.append("g.priority >= %(min_priority)s")
-    if keys:
-        where.append("g.routing_key = ANY(%(keys)s::text[])")
-    # LIMIT is a literal: with a parameter the cached generic plan gives up the index walk.
+    where += [condition for condition in more if condition is not None]
+    return " AND ".join(where)
+
+
+def _pick(names: Names, now: str, where: str) -> str:
+    """The first leasable group of those ``where`` admits, in round-robin order, with its head;
+    both rows locked. LIMIT is a literal: with a parameter the cached generic plan gives up
+    the index walk."""
+    m, g = names.messages, names.groups
     return (
-        "WITH pick AS (SELECT g.group_id, m.seq, g.last_claimed_at AS before "
+        "SELECT g.group_id, m.seq, g.last_claimed_at AS before, g.arrival "
         f"FROM {g} g CROSS JOIN LATERAL (SELECT h.seq FROM {m} h "
         "WHERE h.group_id = g.group_id ORDER BY h.seq LIMIT 1) head "
-        f"JOIN {m} m ON m.seq = head.seq WHERE {' AND '.join(where)} "
-        "ORDER BY g.last_claimed_at, g.arrival LIMIT 1 FOR UPDATE OF g, m SKIP LOCKED), "
+        f"JOIN {m} m ON m.seq = head.seq WHERE {where} "
+        "ORDER BY g.last_claimed_at, g.arrival LIMIT 1 FOR UPDATE OF g, m SKIP LOCKED"
+    )
+
+
+@lru_cache(maxsize=64)
+def _claim(names: Names, now: str, min_priority: int, keys: int) -> str:
+    m, g = names.messages, names.groups
+    if not keys:
+        # Spelled as the floor's partial index's WHERE, so the planner walks that index.
+        floor = f"g.priority >= {int(min_priority)}" if min_priority > 0 else None
+        picks = f"pick AS ({_pick(names, now, _eligible(m, now, floor))})"
+    else:
+        floor = "g.priority >= %(min_priority)s" if min_priority > 0 else None
+        key = "g.routing_key = (%(keys)s::text[])[{}]"
+        lanes = [
+            f"lane{i} AS MATERIALIZED "
+            f"({_pick(names, now, _eligible(m, now, key.format(i + 1), floor))})"
+            for i in range(keys)
+        ]
+        union = " UNION ALL ".join(f"SELECT * FROM lane{i}" for i in range(keys))
+        picks = (
+            f"{', '.join(lanes)}, pick AS (SELECT * FROM ({union}) w "
+            "ORDER BY w.before, w.arrival LIMIT 1)"
+        )
+    return (
+        f"WITH {picks}, "
         f"lease AS (UPDATE {m} m SET locked_by = %(locked_by)s, "
         f"lock_expiry = {now} + %(visibility)s, deliveries = m.deliveries + 1 "
         "FROM pick WHERE m.seq = pick.seq RETURNING m.seq, m.group_id, m.event, m.deliveries), "

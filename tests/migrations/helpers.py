@@ -154,7 +154,7 @@ def missing_objects(path: Path | str, prefix: str = "harel") -> set[str]:
     """The metadata's tables and indexes that the file lacks (by name)."""
     md = harel_sa.metadata(prefix)
     wanted = {t.name for t in md.sorted_tables} | {
-        str(ix.name) for t in md.sorted_tables for ix in t.indexes
+        str(ix.name) for t in md.sorted_tables for ix in t.indexes if on_dialect(ix, "sqlite")
     }
     return wanted - names_of(path, "table") - names_of(path, "index")
 

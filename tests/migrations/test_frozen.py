@@ -24,6 +24,8 @@ GOLDEN = Path(__file__).parent / "golden"
 REVISIONS = [rev for rev, _ in frozen.REVISIONS]
 RANGES = list(zip(["base", *REVISIONS[:-1]], REVISIONS, strict=True))
 PREFIXES = ["harel", "jobs"]
+#: Revisions that change only PostgreSQL's indexes: nothing to run on SQLite.
+SQLITE_NO_OPS = {"harel_sa_0006"}
 #: Each dialect's golden files (their suffix) and the URL that makes ``--sql`` print its DDL.
 DIALECTS = {"sqlite": ("", None), "postgresql": (".postgresql", "postgresql:///offline")}
 
@@ -93,7 +95,8 @@ def test_start_up_runs_each_revisions_own_statements(revision: str, prefix: str)
     as ``--sql`` prints them)."""
     mine = frozen.statements(Names(prefix), revision)
     assert mine == statements(golden(revision, prefix))
-    assert mine  # a revision that runs nothing would make this vacuous
+    # A revision that runs nothing would make this vacuous; 0006 is PostgreSQL's alone.
+    assert mine or revision in SQLITE_NO_OPS
 
 
 @pytest.mark.parametrize("prefix", PREFIXES)

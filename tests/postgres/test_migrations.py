@@ -81,8 +81,14 @@ def test_upgrade_from_empty_builds_the_metadata_and_records_head(pg_url: str) ->
     assert columns[f"last_claimed_at.{names.groups}"] == "double precision NO"
     ddl = indexes(pg_url, names.groups)
     assert ddl[names.groups_by_last_claimed].endswith("(last_claimed_at, arrival)")
-    assert ddl[names.groups_by_priority].endswith("WHERE (priority > 0)")
-    assert ddl[names.groups_by_routing_key].endswith("WHERE (routing_key IS NOT NULL)")
+    for floor in range(1, 5):
+        assert ddl[names.groups_by_floor(floor)].endswith(
+            f"(last_claimed_at, arrival) WHERE (priority >= {floor})"
+        )
+    assert names.groups_by_priority not in ddl  # SQLite's; gone from PostgreSQL in 0006
+    assert ddl[names.groups_by_routing_key].endswith(
+        "(routing_key, last_claimed_at, arrival) WHERE (routing_key IS NOT NULL)"
+    )
 
 
 def test_the_comparison_sees_what_is_missing_or_different(pg_url: str) -> None:
@@ -90,7 +96,7 @@ def test_the_comparison_sees_what_is_missing_or_different(pg_url: str) -> None:
     type and the arrival column gone are each reported, and the reading says what is missing."""
     mig.upgrade(pg_url)
     names = Names()
-    sql(pg_url, f"DROP INDEX {names.groups_by_priority}")
+    sql(pg_url, f"DROP INDEX {names.groups_by_floor(3)}")
     sql(pg_url, f"ALTER TABLE {names.messages} ALTER COLUMN lock_expiry TYPE real")
     sql(pg_url, f"ALTER TABLE {names.groups} DROP COLUMN arrival")  # its index goes with it
     found = {(d[0][0] if isinstance(d, list) else d[0]) for d in diff(pg_url)}
@@ -100,10 +106,11 @@ def test_the_comparison_sees_what_is_missing_or_different(pg_url: str) -> None:
     with psycopg.connect(pg_url) as conn:
         state = read(conn, names)
     assert not state.ok
-    assert set(state.missing) == {
+    assert set(state.missing) == {  # the indexes over arrival went with it
         f"column {names.groups}.arrival",
         f"index {names.groups_by_last_claimed}",
-        f"index {names.groups_by_priority}",
+        f"index {names.groups_by_routing_key}",
+        *(f"index {names.groups_by_floor(floor)}" for floor in range(1, 5)),
     }
 
 
@@ -118,6 +125,18 @@ def test_each_revision_leaves_what_sqlite_has_at_it(pg_url: str) -> None:
     mig.upgrade(pg_url, revision="harel_sa_0004")
     assert names.groups_by_priority in indexes(pg_url, names.groups)
     assert not mig.check(pg_url)
+    mig.upgrade(pg_url)
+    assert mig.check(pg_url)
+    floors = {names.groups_by_floor(floor) for floor in range(1, 5)}
+    assert floors <= set(indexes(pg_url, names.groups))
+    assert names.groups_by_priority not in indexes(pg_url, names.groups)
+    # 0006 steps back to 0005's indexes, and forward again
+    mig.downgrade(pg_url, revision="harel_sa_0005")
+    at_0005 = indexes(pg_url, names.groups)
+    assert names.groups_by_priority in at_0005 and not floors & set(at_0005)
+    assert at_0005[names.groups_by_routing_key].endswith(
+        "(routing_key, last_claimed_at)" + " WHERE (routing_key IS NOT NULL)"
+    )
     mig.upgrade(pg_url)
     assert mig.check(pg_url)
 

@@ -193,7 +193,7 @@ def test_create_schema_false_checks_and_names_the_fix(pg_url: str) -> None:
     with pytest.raises(SchemaError, match="harel-sa db upgrade --url"):
         PostgresTransport(pg_url, create_schema=False)
     mig.upgrade(pg_url, revision="harel_sa_0004")
-    with pytest.raises(SchemaError, match="this harel_sa needs harel_sa_0005"):
+    with pytest.raises(SchemaError, match="this harel_sa needs harel_sa_0006"):
         PostgresTransport(pg_url, create_schema=False)
     PostgresTransport(pg_url).close()  # upgrades it, recording head where it was recorded
     assert mig.check(pg_url)
@@ -236,7 +236,7 @@ def test_transports_starting_together_do_not_race(pg_url: str) -> None:
         t.join(60)
     assert errors == [] and mig.check(pg_url, prefix="jobs")
     assert sql(pg_url, f"SELECT version_num FROM {Names('jobs').version_table}") == [
-        ("harel_sa_0005",)
+        ("harel_sa_0006",)
     ]
 
 

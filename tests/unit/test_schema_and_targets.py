@@ -87,10 +87,6 @@ def test_the_metadata_holds_the_design_tables_and_indexes() -> None:
     common = ["group_id", "last_claimed_at", "priority", "routing_key"]
     assert [c.name for c in groups.c if on_dialect(c, "sqlite")] == common
     assert [c.name for c in groups.c if on_dialect(c, "postgresql")] == [*common, "arrival"]
-    shared = {
-        "p_transport_groups_by_routing_key": ["routing_key", "last_claimed_at"],
-        "p_transport_groups_by_priority": ["priority", "last_claimed_at"],
-    }
 
     def indexes(dialect: str) -> dict[str | None, list[str]]:
         return {
@@ -100,12 +96,16 @@ def test_the_metadata_holds_the_design_tables_and_indexes() -> None:
         }
 
     # Ties go in arrival order: SQLite's index entries end with the rowid, PostgreSQL's name it.
+    # SQLite's claim walks a lane per priority level on by_priority; PostgreSQL's walks one
+    # partial index per floor (revision 0006).
     assert indexes("sqlite") == {
-        **shared,
+        "p_transport_groups_by_routing_key": ["routing_key", "last_claimed_at"],
+        "p_transport_groups_by_priority": ["priority", "last_claimed_at"],
         "p_transport_groups_by_last_claimed": ["last_claimed_at"],
     }
     assert indexes("postgresql") == {
-        **shared,
+        "p_transport_groups_by_routing_key": ["routing_key", "last_claimed_at", "arrival"],
+        **{f"p_transport_groups_by_floor{n}": ["last_claimed_at", "arrival"] for n in range(1, 5)},
         "p_transport_groups_by_last_claimed": ["last_claimed_at", "arrival"],
     }
     messages = md.tables["p_transport_messages"]
