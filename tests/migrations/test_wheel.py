@@ -73,7 +73,7 @@ def test_the_wheel_carries_the_environment_and_every_revision(dist: tuple[Path, 
         "harel_sa/migrations/script.py.mako",
         *(f"harel_sa/migrations/versions/{name}" for name in REVISIONS),
     } <= names
-    assert len(REVISIONS) == 5
+    assert len(REVISIONS) == 6
     assert not any(n.startswith(("migrations/", "tests/")) for n in names)
 
 

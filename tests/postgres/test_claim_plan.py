@@ -109,7 +109,7 @@ def crowded(pg_server: Any) -> Any:
             )
             conn.execute(
                 f"INSERT INTO {m} (group_id, event) SELECT '{name}' || i, "
-                f"'{{\"kind\": \"m\"}}' FROM generate_series(1, {count}) i"
+                f'\'{{"kind": "m"}}\' FROM generate_series(1, {count}) i'
             )
         conn.execute(f"UPDATE {g} SET last_claimed_at = 1 WHERE group_id LIKE 'mid%%'")
         conn.execute(f"UPDATE {g} SET last_claimed_at = 2 WHERE group_id LIKE 'back%%'")
