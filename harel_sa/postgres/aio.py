@@ -17,6 +17,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import BaseModel
 
 from harel_sa import settlements
+from harel_sa.cancels import shielded
 from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
@@ -101,6 +102,15 @@ class AsyncPostgresTransport(Generic[E]):
         )
 
     async def _run(self, op: ops.Op[T]) -> T:
+        # A cancelled caller lets the operation finish on its connection (psycopg would
+        # otherwise cancel the statement at the server, leaving a lease committed or not, the
+        # connection unknown) and gives back the leases it took (harel_sa.cancels).
+        return await shielded(self._attempt(op), self._give_back)
+
+    async def _give_back(self, lease: Lease[Any]) -> bool:
+        return await self._attempt(self._calls.give_back(lease))
+
+    async def _attempt(self, op: ops.Op[T]) -> T:
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")

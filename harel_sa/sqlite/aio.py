@@ -17,7 +17,6 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -29,7 +28,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from harel_sa import settlements
 from harel_sa.calls import Call, Calls, Options, Synchronous
-from harel_sa.errors import HarelSAError, InvalidArgumentError, TransportClosedError
+from harel_sa.cancels import shielded
+from harel_sa.errors import InvalidArgumentError, TransportClosedError
 from harel_sa.events import E, Event, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.schema import DEFAULT_PREFIX
@@ -186,18 +186,11 @@ class AsyncSqliteTransport(Generic[E]):
         async with self._lock:
             if self._driver is None:
                 raise TransportClosedError("the transport is closed")
-            done = asyncio.ensure_future(self._driver.run(call))
-            try:
-                return await asyncio.shield(done)
-            except asyncio.CancelledError:
-                # The driver's thread finishes what it was handed; wait for it, and give back
-                # a lease nobody will see, uncounted, so the message need not wait for its
-                # lease to lapse and max_deliveries counts only deliveries a caller received.
-                result = await _finish(done)
-                for taken in _leases_taken(result):
-                    with suppress(HarelSAError):  # then it lapses, as a crashed worker's does
-                        await self._driver.run(self._calls.give_back(taken))
-                raise
+            # The driver's thread finishes what it was handed, cancelled or not.
+            driver = self._driver
+            return await shielded(
+                driver.run(call), lambda taken: driver.run(self._calls.give_back(taken))
+            )
 
     async def publish(
         self, group_id: str, event: BaseModel, priority: int = 0, routing_key: str | None = None
@@ -383,25 +376,3 @@ async def in_thread(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection
     private names.
     """
     return await conn._execute(lambda: fn(conn._conn))  # type: ignore[no-untyped-call, no-any-return]
-
-
-async def _finish(done: asyncio.Future[T]) -> T | None:
-    """``done``'s result once it completes, waiting through further cancellations."""
-    while not done.done():
-        try:
-            await asyncio.shield(done)
-        except asyncio.CancelledError:
-            continue
-    return None if done.cancelled() or done.exception() else done.result()
-
-
-def _leases_taken(result: object) -> list[Lease[Any]]:
-    """The leases a claiming call's ``result`` holds: a claim's lease, the second half of an
-    ``ack_and_claim``, the list of a ``claim_many`` or of an ``ack_many_and_claim_many``."""
-    if isinstance(result, tuple) and len(result) == 2:  # (acked, taken) of the fused calls
-        result = result[1]
-    if isinstance(result, Lease):
-        return [result]
-    if isinstance(result, list):
-        return [lease for lease in result if isinstance(lease, Lease)]
-    return []
