@@ -1,9 +1,9 @@
 """The transport calls a worker makes, each a value that performs itself on either transport.
 
 An operation is decided once (by :class:`~harel_sa.worker.run.Run`) and performed by a driver:
-``op.on(transport)`` on a :class:`~harel_sa.SqliteTransport`, ``await op.on_async(transport)``
-on an :class:`~harel_sa.AsyncSqliteTransport`. Both forms make the same call; every result is
-a :class:`Done`. Only the public API of the transports is used.
+``op.on(transport)`` on a sync :class:`~harel_sa.worker.queues.Queue`, ``await
+op.on_async(transport)`` on an :class:`~harel_sa.worker.queues.AsyncQueue`. Both forms make the
+same call; every result is a :class:`Done`. Only the public API of the transports is used.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 from harel_sa.events import Lease
 
 if TYPE_CHECKING:
-    from harel_sa.sqlite.aio import AsyncSqliteTransport
-    from harel_sa.sqlite.transport import SqliteTransport
     from harel_sa.worker.options import WorkerOptions
+    from harel_sa.worker.queues import AsyncQueue, Queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +33,10 @@ class Claim:
     options: WorkerOptions
     name = "Claim"
 
-    def on(self, t: SqliteTransport[Any]) -> Done:
+    def on(self, t: Queue[Any]) -> Done:
         return Done(True, t.claim(**self.options.claim_args()))
 
-    async def on_async(self, t: AsyncSqliteTransport[Any]) -> Done:
+    async def on_async(self, t: AsyncQueue[Any]) -> Done:
         return Done(True, await t.claim(**self.options.claim_args()))
 
 
@@ -53,12 +52,12 @@ class Ack:
     def name(self) -> str:
         return "AckAndClaim" if self.fused else "Ack"
 
-    def on(self, t: SqliteTransport[Any]) -> Done:
+    def on(self, t: Queue[Any]) -> Done:
         if self.fused:
             return Done(*t.ack_and_claim(self.lease, **self.options.claim_args()))
         return Done(t.ack(self.lease))
 
-    async def on_async(self, t: AsyncSqliteTransport[Any]) -> Done:
+    async def on_async(self, t: AsyncQueue[Any]) -> Done:
         if self.fused:
             return Done(*await t.ack_and_claim(self.lease, **self.options.claim_args()))
         return Done(await t.ack(self.lease))
@@ -73,10 +72,10 @@ class Nack:
     release: bool = False
     name = "Nack"
 
-    def on(self, t: SqliteTransport[Any]) -> Done:
+    def on(self, t: Queue[Any]) -> Done:
         return Done(t.nack(self.lease, self.delay))
 
-    async def on_async(self, t: AsyncSqliteTransport[Any]) -> Done:
+    async def on_async(self, t: AsyncQueue[Any]) -> Done:
         return Done(await t.nack(self.lease, self.delay))
 
 
@@ -88,10 +87,10 @@ class Bury:
     reason: str
     name = "DeadLetter"
 
-    def on(self, t: SqliteTransport[Any]) -> Done:
+    def on(self, t: Queue[Any]) -> Done:
         return Done(t.dead_letter(self.lease, self.reason))
 
-    async def on_async(self, t: AsyncSqliteTransport[Any]) -> Done:
+    async def on_async(self, t: AsyncQueue[Any]) -> Done:
         return Done(await t.dead_letter(self.lease, self.reason))
 
 

@@ -10,12 +10,13 @@ import os
 import random
 import socket
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, TypeVar
 
 from harel_sa import validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
+from harel_sa.worker import queues
 from harel_sa.worker.observe import Observer
 
 T = TypeVar("T")
@@ -146,11 +147,13 @@ def options_from(kwargs: WorkerKwargs) -> tuple[WorkerOptions, bool]:
     return WorkerOptions(**given), handle_signals
 
 
-def checked(transport: T, kind: type, handler: H) -> tuple[T, H]:
-    """The driver's ``transport`` (of ``kind``) and ``handler``, or ``InvalidArgumentTypeError``."""
-    if not isinstance(transport, kind):
+def checked(transport: T, transports: Sequence[tuple[str, str]], handler: H) -> tuple[T, H]:
+    """The driver's ``transport`` (one of ``transports``, see :mod:`~harel_sa.worker.queues`)
+    and ``handler``, or ``InvalidArgumentTypeError``."""
+    if not isinstance(transport, queues.known(transports)):
+        names = " or ".join(name for _, name in transports)
         raise InvalidArgumentTypeError(
-            f"transport must be a {kind.__name__}, not {type(transport).__name__}"
+            f"transport must be a {names}, not {type(transport).__name__}"
         )
     if not callable(handler):
         raise InvalidArgumentTypeError(f"handler must be callable, not {type(handler).__name__}")

@@ -20,14 +20,13 @@ from harel_sa.worker.operations import Claim, Done, Operation
 from harel_sa.worker.run import RETURNED, Outcome, outcome_of
 
 if TYPE_CHECKING:
-    from harel_sa.sqlite.aio import AsyncSqliteTransport
-    from harel_sa.sqlite.transport import SqliteTransport
+    from harel_sa.worker.queues import AsyncQueue, Queue
 
 
 class SyncDriver(Protocol):
     """What :class:`~harel_sa.Worker` offers the steps."""
 
-    transport: SqliteTransport[Any]
+    transport: Queue[Any]
     handler: Callable[[Lease[Any]], None]
 
     def wait(self, seconds: float, wake_on_stop: bool) -> None: ...
@@ -38,7 +37,7 @@ class SyncDriver(Protocol):
 class AsyncDriver(Protocol):
     """What :class:`~harel_sa.AsyncWorker` offers the steps."""
 
-    transport: AsyncSqliteTransport[Any]
+    transport: AsyncQueue[Any]
     handler: Callable[[Lease[Any]], Awaitable[None]]
 
     async def wait(self, seconds: float, wake_on_stop: bool) -> None: ...

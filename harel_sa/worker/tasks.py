@@ -1,7 +1,8 @@
 """``AsyncWorker``: the programs of :mod:`harel_sa.worker.programs`, driven by asyncio tasks.
 
 Each handler slot is a task on the running loop performing its program's steps with awaited
-calls on an :class:`~harel_sa.AsyncSqliteTransport`; ``run`` performs the supervisor's steps
+calls on an :class:`~harel_sa.AsyncSqliteTransport` or an
+:class:`~harel_sa.AsyncPostgresTransport`; ``run`` performs the supervisor's steps
 and handles the signals through the loop. The heartbeat is a thread with a sync twin of the
 transport (:mod:`~harel_sa.worker.heartbeat`), so a handler that blocks the loop does not stop
 it from keeping the leases alive.
@@ -17,11 +18,10 @@ from typing import Any, Generic, Unpack
 
 from harel_sa.errors import InvalidArgumentError
 from harel_sa.events import E, Lease
-from harel_sa.sqlite.aio import AsyncSqliteTransport
-from harel_sa.sqlite.transport import SqliteTransport
 from harel_sa.worker import programs
 from harel_sa.worker.heartbeat import Heartbeat, LoopProbe
 from harel_sa.worker.options import WorkerKwargs, checked, options_from
+from harel_sa.worker.queues import ASYNC_TRANSPORTS, AsyncQueue, Queue
 from harel_sa.worker.run import Run, WorkerStats
 from harel_sa.worker.steps import Program
 from harel_sa.worker.threads import SIGNALS, on_main_thread
@@ -29,12 +29,13 @@ from harel_sa.worker.threads import SIGNALS, on_main_thread
 
 class AsyncWorker(Generic[E]):
     """The async twin of :class:`~harel_sa.Worker`: ``await handler(lease)`` on an
-    :class:`~harel_sa.AsyncSqliteTransport`, ``concurrency`` handler tasks on the running
+    :class:`~harel_sa.AsyncSqliteTransport` or an :class:`~harel_sa.AsyncPostgresTransport`,
+    ``concurrency`` handler tasks on the running
     loop, the same programs. When the grace runs out, the handler tasks still running are
     cancelled and their leases released with ``nack(0)``.
 
     The heartbeat runs in a thread of its own with a sync twin of the transport
-    (:meth:`~harel_sa.AsyncSqliteTransport.sync_twin`): a handler that blocks the loop (a
+    (``sync_twin()``): a handler that blocks the loop (a
     ``time.sleep``, blocking I/O) does not let the leases lapse, and the heartbeat warns
     that the loop is blocked. Blocking still stalls every other handler of the worker: keep
     blocking work in threads (``asyncio.to_thread``). A private ``:memory:`` queue has no twin;
@@ -44,11 +45,11 @@ class AsyncWorker(Generic[E]):
 
     def __init__(
         self,
-        transport: AsyncSqliteTransport[E],
+        transport: AsyncQueue[E],
         handler: Callable[[Lease[E]], Awaitable[None]],
         **kwargs: Unpack[WorkerKwargs],
     ) -> None:
-        self.transport, self.handler = checked(transport, AsyncSqliteTransport, handler)
+        self.transport, self.handler = checked(transport, ASYNC_TRANSPORTS, handler)
         self.options, self.handle_signals = options_from(kwargs)
         self._run: Run | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -97,14 +98,14 @@ class AsyncWorker(Generic[E]):
         with suppress(RuntimeError):  # the loop is closed: the run is over
             loop.call_soon_threadsafe(run.request_stop)
 
-    def _twin(self) -> SqliteTransport[Any] | None:
+    def _twin(self) -> Queue[Any] | None:
         try:
             return self.transport.sync_twin()
         except InvalidArgumentError:  # a private :memory: queue
             return None
 
     def _heartbeat(
-        self, run: Run, loop: asyncio.AbstractEventLoop, twin: SqliteTransport[Any] | None
+        self, run: Run, loop: asyncio.AbstractEventLoop, twin: Queue[Any] | None
     ) -> Heartbeat:
         visibility = self.options.visibility
         if twin is not None:

@@ -1,8 +1,10 @@
 """``Worker``: the programs of :mod:`harel_sa.worker.programs`, driven by threads.
 
 Each handler slot is a daemon thread performing its program's steps with blocking calls on a
-:class:`~harel_sa.SqliteTransport` (which serializes them); the heartbeat is a thread of its
-own; the calling thread performs the supervisor's steps and handles the signals.
+:class:`~harel_sa.SqliteTransport` (which serializes them) or a
+:class:`~harel_sa.PostgresTransport` (whose pool runs them side by side); the
+heartbeat is a thread of its own; the calling thread performs the supervisor's steps and handles
+the signals.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from contextlib import contextmanager
 from typing import Generic, Unpack
 
 from harel_sa.events import E, Lease
-from harel_sa.sqlite.transport import SqliteTransport
 from harel_sa.worker import programs
 from harel_sa.worker.heartbeat import Heartbeat
 from harel_sa.worker.options import WorkerKwargs, checked, options_from
+from harel_sa.worker.queues import SYNC_TRANSPORTS, Queue
 from harel_sa.worker.run import Run, WorkerStats
 from harel_sa.worker.steps import Program
 
@@ -25,25 +27,27 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)  # each asks the run to stop
 
 
 class Worker(Generic[E]):
-    """Runs ``handler(lease)`` on the messages of a :class:`~harel_sa.SqliteTransport`.
+    """Runs ``handler(lease)`` on the messages of a :class:`~harel_sa.SqliteTransport` or a
+    :class:`~harel_sa.PostgresTransport`.
 
     ``handler`` returns to have the message acked; raises :class:`~harel_sa.Retry` or
     :class:`~harel_sa.DeadLetter` to have it retried after a delay of its choosing or
     dead-lettered now; raises anything else to have it retried after
     ``backoff.delay(lease.deliveries)`` (dead-lettered at delivery ``max_deliveries``). A
     handler may also ack, nack or dead-letter its lease itself; the worker counts what it did.
-    ``concurrency`` handlers run at once, on threads (the transport serializes its calls). The
-    transport stays the caller's: the worker never closes it. One :meth:`run` at a time.
+    ``concurrency`` handlers run at once, on threads (SQLite serializes their calls;
+    PostgreSQL's pool runs them in parallel). The transport stays the caller's: the worker
+    never closes it. One :meth:`run` at a time.
     Options: :class:`~harel_sa.worker.WorkerKwargs`.
     """
 
     def __init__(
         self,
-        transport: SqliteTransport[E],
+        transport: Queue[E],
         handler: Callable[[Lease[E]], None],
         **kwargs: Unpack[WorkerKwargs],
     ) -> None:
-        self.transport, self.handler = checked(transport, SqliteTransport, handler)
+        self.transport, self.handler = checked(transport, SYNC_TRANSPORTS, handler)
         self.options, self.handle_signals = options_from(kwargs)
         self._run: Run | None = None
         self._slots: list[threading.Thread] = []
