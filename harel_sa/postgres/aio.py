@@ -16,7 +16,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import BaseModel
 
-from harel_sa import settlements
+from harel_sa import settlements, validate
 from harel_sa.cancels import shielded
 from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event, Lease
@@ -25,6 +25,7 @@ from harel_sa.postgres import operations as ops
 from harel_sa.postgres.calls import Calls
 from harel_sa.postgres.connect import display
 from harel_sa.postgres.driver import arun, lost, no_connection, translate
+from harel_sa.postgres.listen import AsyncListener
 from harel_sa.postgres.startup import open_schema
 from harel_sa.postgres.transport import PostgresTransport, options_of, pool_settings
 from harel_sa.schema import DEFAULT_PREFIX
@@ -37,13 +38,19 @@ class AsyncPostgresTransport(Generic[E]):
     every call awaited. Build it with ``await AsyncPostgresTransport.create(url, ...)``."""
 
     def __init__(
-        self, calls: Calls[E], pool: AsyncConnectionPool[Any], target: object, pool_size: int
+        self,
+        calls: Calls[E],
+        pool: AsyncConnectionPool[Any],
+        target: object,
+        pool_size: int,
+        conninfo: str,
     ) -> None:
         self._calls = calls
         self._pool: AsyncConnectionPool[Any] | None = pool
         self._target = target
         self._pool_size = pool_size
         self._where = display(target)
+        self._listener = AsyncListener(conninfo, calls.options.names)
 
     @classmethod
     async def create(
@@ -75,7 +82,7 @@ class AsyncPostgresTransport(Generic[E]):
         except PoolTimeout as exc:
             await pool.close()
             raise no_connection(exc, None, where) from exc
-        return cls(calls, pool, url, settings.size)
+        return cls(calls, pool, url, settings.size, settings.conninfo)
 
     @property
     def prefix(self) -> str:
@@ -268,9 +275,18 @@ class AsyncPostgresTransport(Generic[E]):
     ) -> int:
         return await self._run(self._calls.purge_dead(group_id, seqs))
 
+    async def wait_for_messages(self, timeout: float) -> bool:
+        """As :meth:`PostgresTransport.wait_for_messages
+        <harel_sa.PostgresTransport.wait_for_messages>`, awaited."""
+        seconds = validate.seconds("timeout", timeout, allow_zero=True)
+        if self._pool is None:
+            raise TransportClosedError("the transport is closed")
+        return await self._listener.wait(seconds)
+
     async def close(self) -> None:
         """Close the pool; later calls raise :class:`~harel_sa.TransportClosedError`."""
         pool, self._pool = self._pool, None
+        await self._listener.close()
         if pool is not None:
             await pool.close()
 

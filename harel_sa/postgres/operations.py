@@ -359,6 +359,8 @@ def _release(st: Statements, clock: Clock, group_id: str | None) -> Program[int]
     params = {"group_id": group_id, "now": _now(clock)}
     released = (yield Query(st.release, params)).rowcount
     yield Query(st.undefer, params)
+    if released:
+        yield Query(st.notify, {})
     return released
 
 

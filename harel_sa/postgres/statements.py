@@ -34,6 +34,17 @@ CLIENT_NOW = "%(now)s::float8"
 LOOKAHEAD = 1
 
 
+def channel(names: Names) -> str:
+    """The prefix's ``NOTIFY`` channel, ``<prefix>_transport_ready`` (an identifier, as the
+    prefix is one): see :mod:`harel_sa.postgres.listen`."""
+    return f"{names.prefix}_transport_ready"
+
+
+def notify_sql(names: Names) -> str:
+    """A select-list item that notifies the prefix's channel (once per row it is read in)."""
+    return f"pg_notify('{channel(names)}', '')"
+
+
 def live_lease(alias: str, now: str) -> str:
     """The row ``alias`` is leased or parked and its expiry is not past ``now``; a lock
     without an expiry has lapsed (as on SQLite)."""
@@ -53,13 +64,17 @@ class Statements:
         m, g, d = names.messages, names.groups, names.dead
         self._m, self._g = m, g
         upsert_group = f"ON CONFLICT (group_id) DO UPDATE SET priority = {g}.priority"
+        # What makes a message claimable now tells the listeners, in the same transaction
+        # (harel_sa.postgres.listen): a one-row FROM item, evaluated once per statement.
+        self.notify = f"SELECT {notify_sql(names)}"
+        notified = f"CROSS JOIN (SELECT {notify_sql(names)}) AS notified"
         # The first publish of a group fixes its priority and routing key until it drains.
         self.publish = (
             f"WITH g AS (INSERT INTO {g} (group_id, priority, routing_key) "
             f"VALUES (%(group_id)s, %(priority)s, %(routing_key)s::text) {upsert_group} "
             "RETURNING group_id) "
             f"INSERT INTO {m} (group_id, event, enqueued_at) SELECT group_id, %(event)s, {now} "
-            "FROM g"
+            f"FROM g {notified}"
         )
         # New groups arrive in the order of their first message in the batch.
         self.publish_many = (
@@ -70,7 +85,8 @@ class Statements:
             "SELECT group_id, %(priority)s::integer, %(routing_key)s::text FROM firsts ORDER BY n "
             f"{upsert_group} RETURNING group_id) "
             f"INSERT INTO {m} (group_id, event, enqueued_at) "
-            f"SELECT i.group_id, i.event, {now} FROM items i JOIN g USING (group_id) ORDER BY i.n"
+            f"SELECT i.group_id, i.event, {now} FROM items i JOIN g USING (group_id) {notified} "
+            "ORDER BY i.n"
         )
         self.ack = (
             f"WITH {self._seen('%(group_id)s')}, "
@@ -98,7 +114,11 @@ class Statements:
             "SELECT count(*) FROM gone"
         )
         fence = "WHERE seq = %(seq)s AND locked_by = %(locked_by)s"
-        self.free = f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL {fence}"
+        # One row per message freed (rowcount 0 or 1), each notifying.
+        self.free = (
+            f"WITH freed AS (UPDATE {m} SET locked_by = NULL, lock_expiry = NULL {fence} "
+            f"RETURNING seq) SELECT {notify_sql(names)} FROM freed"
+        )
         # A lease its caller never received goes back as if never taken, its delivery uncounted.
         self.give_back = (
             f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL, "

@@ -27,6 +27,7 @@ from harel_sa.postgres import operations as ops
 from harel_sa.postgres.calls import Calls
 from harel_sa.postgres.connect import conninfo, display
 from harel_sa.postgres.driver import lost, no_connection, run, translate
+from harel_sa.postgres.listen import Listener
 from harel_sa.postgres.startup import open_schema
 from harel_sa.schema import DEFAULT_PREFIX
 
@@ -86,6 +87,7 @@ class PostgresTransport(Generic[E]):
             pool.close()
             raise no_connection(exc, None, self._where) from exc
         self._pool = pool
+        self._listener = Listener(settings.conninfo, options.names)
 
     @property
     def prefix(self) -> str:
@@ -271,9 +273,24 @@ class PostgresTransport(Generic[E]):
         """Delete dead messages (of ``group_id``, or these ``seqs``, or all); returns how many."""
         return self._run(self._calls.purge_dead(group_id, seqs))
 
+    def wait_for_messages(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a message to become claimable: ``True`` once a
+        ``publish``, ``publish_many``, ``nack`` without delay or ``release`` on this prefix
+        committed (in any process, on any host: ``LISTEN``/``NOTIFY``), ``False`` at the
+        timeout. A hint, not a lease: the caller claims next, and may find nothing (another
+        worker was faster) or something no notification announced (a lapsed lease). The
+        listening connection is the transport's own, outside the pool, opened at the first
+        wait (that first wait returns at once, ``True``); a lost connection makes a wait
+        sleep out its timeout and return ``False``, and the next one connects again."""
+        seconds = validate.seconds("timeout", timeout, allow_zero=True)
+        if self._pool is None:
+            raise TransportClosedError("the transport is closed")
+        return self._listener.wait(seconds)
+
     def close(self) -> None:
         """Close the pool; later calls raise :class:`~harel_sa.TransportClosedError`."""
         pool, self._pool = self._pool, None
+        self._listener.close()
         if pool is not None:
             pool.close()
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from harel_sa import settlements
+from harel_sa import settlements, validate
 from harel_sa.calls import Call, Calls, Options, Synchronous
 from harel_sa.cancels import shielded
 from harel_sa.errors import InvalidArgumentError, TransportClosedError
@@ -341,6 +341,12 @@ class AsyncSqliteTransport(Generic[E]):
     ) -> int:
         """As :meth:`SqliteTransport.purge_dead <harel_sa.SqliteTransport.purge_dead>`."""
         return await self._run(self._calls.purge_dead(group_id, seqs))
+
+    async def wait_for_messages(self, timeout: float) -> bool:
+        """As :meth:`SqliteTransport.wait_for_messages
+        <harel_sa.SqliteTransport.wait_for_messages>`: sleeps, awaited."""
+        await asyncio.sleep(validate.seconds("timeout", timeout, allow_zero=True))
+        return False
 
     async def close(self) -> None:
         """Close the connection; later calls raise :class:`~harel_sa.TransportClosedError`."""

@@ -10,7 +10,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel
 
-from harel_sa import settlements
+from harel_sa import settlements, validate
 from harel_sa.calls import Call, Calls, Options, Synchronous
 from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event, Lease
@@ -268,6 +268,14 @@ class SqliteTransport(Generic[E]):
     def purge_dead(self, group_id: str | None = None, seqs: Iterable[int] | None = None) -> int:
         """Delete dead messages (of ``group_id``, or these ``seqs``, or all); returns how many."""
         return self._run(self._calls.purge_dead(group_id, seqs))
+
+    def wait_for_messages(self, timeout: float) -> bool:
+        """Sleep ``timeout`` seconds and return ``False``: a SQLite file tells no other process
+        when a message arrives, so a worker polls (PostgreSQL's transport waits for a
+        notification here). The same signature as :meth:`harel_sa.PostgresTransport.
+        wait_for_messages`, so a worker calls it whatever its backend."""
+        time.sleep(validate.seconds("timeout", timeout, allow_zero=True))
+        return False
 
     def close(self) -> None:
         """Close the connection; later calls raise :class:`~harel_sa.TransportClosedError`."""

@@ -48,7 +48,8 @@ def claim(run: Run) -> Generator[Step, None, Lease[Any] | None]:
             run.failed("Claim", result)
             run.unreserve()
             pause = run.options.poll_interval
-        yield Wait(pause, wake_on_stop=True)
+        # Nothing to claim: the transport may hear of the next message before the pause ends.
+        yield Wait(pause, wake_on_stop=True, listen=isinstance(result, Done))
     return None
 
 

@@ -29,7 +29,7 @@ class SyncDriver(Protocol):
     transport: Queue[Any]
     handler: Callable[[Lease[Any]], None]
 
-    def wait(self, seconds: float, wake_on_stop: bool) -> None: ...
+    def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None: ...
     def wait_slots(self, seconds: float) -> int: ...
     def abandon(self) -> None: ...
 
@@ -40,7 +40,7 @@ class AsyncDriver(Protocol):
     transport: AsyncQueue[Any]
     handler: Callable[[Lease[Any]], Awaitable[None]]
 
-    async def wait(self, seconds: float, wake_on_stop: bool) -> None: ...
+    async def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None: ...
     async def wait_slots(self, seconds: float) -> int: ...
     async def abandon(self) -> None: ...
 
@@ -97,16 +97,18 @@ class Handle:
 
 @dataclass(slots=True)
 class Wait:
-    """Wait ``seconds``; end early when the worker stops (``wake_on_stop``) or is done."""
+    """Wait ``seconds``; end early when the worker stops (``wake_on_stop``) or is done, or
+    (``listen``) when the transport's ``wait_for_messages`` hears of a message."""
 
     seconds: float
     wake_on_stop: bool
+    listen: bool = False
 
     def sync(self, d: SyncDriver) -> None:
-        d.wait(self.seconds, self.wake_on_stop)
+        d.wait(self.seconds, self.wake_on_stop, self.listen)
 
     async def aio(self, d: AsyncDriver) -> None:
-        await d.wait(self.seconds, self.wake_on_stop)
+        await d.wait(self.seconds, self.wake_on_stop, self.listen)
 
 
 @dataclass(slots=True)

@@ -118,10 +118,17 @@ class AsyncWorker(Generic[E]):
         return Heartbeat(run, through_loop, LoopProbe(loop), through_loop=True)
 
     # -- what the steps ask of the driver --------------------------------------------------
-    async def wait(self, seconds: float, wake_on_stop: bool) -> None:
+    async def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None:
         event = self._wake if wake_on_stop else self._finished
-        with suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), seconds)
+        waits: set[asyncio.Future[bool]] = {asyncio.ensure_future(event.wait())}
+        if listen:  # or until the transport hears of a message
+            waits.add(asyncio.ensure_future(self.transport.wait_for_messages(seconds)))
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
 
     async def wait_slots(self, seconds: float) -> int:
         alive = [t for t in self._slots if not t.done()]

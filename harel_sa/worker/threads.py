@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Generic, Unpack
@@ -22,6 +23,9 @@ from harel_sa.worker.options import WorkerKwargs, checked, options_from
 from harel_sa.worker.queues import SYNC_TRANSPORTS, Queue
 from harel_sa.worker.run import Run, WorkerStats
 from harel_sa.worker.steps import Program
+
+#: How long one wait on the transport lasts at most, so that a stop is seen that soon.
+LISTEN_SLICE = 0.1
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)  # each asks the run to stop
 
@@ -93,8 +97,16 @@ class Worker(Generic[E]):
             run.request_stop()
 
     # -- what the steps ask of the driver --------------------------------------------------
-    def wait(self, seconds: float, wake_on_stop: bool) -> None:
-        (self._wake if wake_on_stop else self._finished).wait(seconds)
+    def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None:
+        event = self._wake if wake_on_stop else self._finished
+        if not listen:
+            event.wait(seconds)
+            return
+        # In slices, so that a stop is seen within one (the transport's wait is not an Event).
+        deadline = time.monotonic() + seconds
+        while not event.is_set() and (left := deadline - time.monotonic()) > 0:
+            if self.transport.wait_for_messages(min(left, LISTEN_SLICE)):
+                return
 
     def wait_slots(self, seconds: float) -> int:
         alive = [t for t in self._slots if t.is_alive()]

@@ -1,0 +1,161 @@
+"""Waiting for a message without polling: ``LISTEN`` on the prefix's channel.
+
+Every operation that makes a message claimable now (``publish``, ``publish_many``, ``nack``
+with no delay, ``release``) sends ``pg_notify`` on :func:`channel` in its own transaction, so
+a notification means a committed message (PostgreSQL delivers it at commit, never for a
+rolled-back one, and folds repeats within a transaction into one). A transport's
+``wait_for_messages(timeout)`` keeps one connection of its own, outside the pool, that
+listens, and waits on its socket for a notification, up to ``timeout``.
+
+:class:`Listener` (threads) and :class:`AsyncListener` (tasks) differ only in how they wait on
+the socket; reading what arrived (:func:`heard`) is written once. A waiter that finds the
+connection broken, or cannot connect, sleeps out its timeout and connects again next time:
+the worker then falls back to its poll interval. A fresh connection counts as a notification
+(one spurious wake), since anything published while it was down went unheard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import select
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from harel_sa.postgres.statements import channel
+from harel_sa.schema import Names
+
+
+def heard(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Read what the socket holds; whether a notification was among it (all are consumed)."""
+    pgconn = conn.pgconn
+    pgconn.consume_input()
+    found = False
+    while pgconn.notifies() is not None:
+        found = True
+    return found
+
+
+async def readable(fd: int, timeout: float) -> None:
+    """Return once ``fd`` is readable or ``timeout`` has passed (the event loop's select)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def mark() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, mark)
+    try:
+        await asyncio.wait_for(ready, timeout)
+    except TimeoutError:
+        pass
+    finally:
+        loop.remove_reader(fd)
+
+
+class Listener:
+    """One listening connection for a sync transport; safe to share between threads (one
+    waits on the socket at a time, and a notification it hears ends the waits that were
+    queued behind it too)."""
+
+    def __init__(self, conninfo: str, names: Names) -> None:
+        self._conninfo, self._listen = conninfo, f"LISTEN {channel(names)}"
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()
+        self._heard = 0  # notifications heard so far: a waiter's wake-up since it began
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        seen = self._heard
+        if not self._lock.acquire(timeout=timeout):
+            return self._heard != seen
+        try:
+            if self._heard != seen:
+                return True
+            got = self._wait(max(0.0, deadline - time.monotonic()))
+            self._heard += got
+            return got
+        finally:
+            self._lock.release()
+
+    def _wait(self, timeout: float) -> bool:
+        try:
+            if self._conn is None:
+                self._conn = psycopg.connect(self._conninfo, autocommit=True)
+                self._conn.execute(self._listen)
+                return True
+            deadline = time.monotonic() + timeout
+            # The socket may turn readable with something else than a notification: go on.
+            while not heard(self._conn):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                select.select([self._conn.pgconn.socket], [], [], left)
+            return True
+        except (psycopg.Error, OSError):
+            self.close()
+            time.sleep(timeout)
+            return False
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error, OSError):
+                conn.close()
+
+
+class AsyncListener:
+    """:class:`Listener` for an async transport: the same waits, awaited on the event loop."""
+
+    def __init__(self, conninfo: str, names: Names) -> None:
+        self._conninfo, self._listen = conninfo, f"LISTEN {channel(names)}"
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._lock = asyncio.Lock()
+        self._heard = 0
+
+    async def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        seen = self._heard
+        try:
+            if self._lock.locked():  # (wait_for with no time left never starts a free acquire)
+                await asyncio.wait_for(self._lock.acquire(), timeout)
+            else:
+                await self._lock.acquire()
+        except TimeoutError:
+            return self._heard != seen
+        try:
+            if self._heard != seen:
+                return True
+            got = await self._wait(max(0.0, deadline - time.monotonic()))
+            self._heard += got
+            return got
+        finally:
+            self._lock.release()
+
+    async def _wait(self, timeout: float) -> bool:
+        try:
+            if self._conn is None:
+                self._conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+                await self._conn.execute(self._listen)
+                return True
+            deadline = time.monotonic() + timeout
+            while not heard(self._conn):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                await readable(self._conn.pgconn.socket, left)
+            return True
+        except (psycopg.Error, OSError):
+            await self.close()
+            await asyncio.sleep(timeout)
+            return False
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error, OSError):
+                await conn.close()
