@@ -102,6 +102,48 @@ def claim_spec(
     )
 
 
+class ClaimSpecs:
+    """A transport's claim arguments, validated and remembered.
+
+    A worker claims with the same argument objects every time (its worker id, its visibility,
+    its options), so their checks run once, not at every claim: the last arguments and their
+    spec are kept, and a call passing the very same objects gets the same spec. Only
+    immutable arguments are kept (``routing_keys`` ``None`` or a tuple: a list may change
+    between two calls). Safe from several threads: the pair is replaced whole.
+    """
+
+    __slots__ = ("_last", "event_type")
+
+    def __init__(self, event_type: type[BaseModel]) -> None:
+        self.event_type = event_type
+        self._last: tuple[object, object, object, object, object, ClaimSpec] | None = None
+
+    def __call__(
+        self,
+        worker_id: object,
+        visibility: object,
+        min_priority: object,
+        routing_keys: object,
+        max_deliveries: object,
+    ) -> ClaimSpec:
+        last = self._last
+        if (
+            last is not None
+            and last[0] is worker_id
+            and last[1] is visibility
+            and last[2] is min_priority
+            and last[3] is routing_keys
+            and last[4] is max_deliveries
+        ):
+            return last[5]
+        spec = claim_spec(
+            self.event_type, worker_id, visibility, min_priority, routing_keys, max_deliveries
+        )
+        if routing_keys is None or type(routing_keys) is tuple:
+            self._last = (worker_id, visibility, min_priority, routing_keys, max_deliveries, spec)
+        return spec
+
+
 class Backend(Protocol):
     """A dialect's operations, each one transaction on the dialect's connection (``conn``),
     with its statements for one prefix (``statements``, from :meth:`statements`), as :class:`Calls`
@@ -198,6 +240,7 @@ class Calls(Generic[E]):
         self.options = options
         self.backend = backend
         self.statements = backend.statements(options.names)
+        self.claim_spec = ClaimSpecs(options.event_type)
 
     def publish(
         self, group_id: object, event: object, priority: object, routing_key: object
@@ -221,14 +264,7 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> Call[Lease[E] | None]:
-        spec = claim_spec(
-            self.options.event_type,
-            worker_id,
-            visibility,
-            min_priority,
-            routing_keys,
-            max_deliveries,
-        )
+        spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         return partial(
             self.backend.claim, statements=self.statements, clock=self.options.clock, spec=spec
         )
@@ -242,14 +278,7 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> Call[tuple[bool, Lease[E] | None]]:
-        spec = claim_spec(
-            self.options.event_type,
-            worker_id,
-            visibility,
-            min_priority,
-            routing_keys,
-            max_deliveries,
-        )
+        spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         return partial(
             self.backend.ack_and_claim,
             statements=self.statements,
@@ -267,14 +296,7 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> Call[list[Lease[E]]]:
-        spec = claim_spec(
-            self.options.event_type,
-            worker_id,
-            visibility,
-            min_priority,
-            routing_keys,
-            max_deliveries,
-        )
+        spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         return partial(
             self.backend.claim_many,
             statements=self.statements,
@@ -298,14 +320,7 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> Call[tuple[list[bool], list[Lease[E]]]]:
-        spec = claim_spec(
-            self.options.event_type,
-            worker_id,
-            visibility,
-            min_priority,
-            routing_keys,
-            max_deliveries,
-        )
+        spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         return partial(
             self.backend.ack_many_and_claim_many,
             statements=self.statements,

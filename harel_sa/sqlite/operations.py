@@ -34,13 +34,8 @@ def publish(
     with immediate_transaction(conn):
         now = clock()
         for group_id, event, priority, routing_key in rows:
-            conn.execute(
-                statements.insert_message, {"group_id": group_id, "event": event, "now": now}
-            )
-            conn.execute(
-                statements.insert_group,
-                {"group_id": group_id, "priority": priority, "routing_key": routing_key},
-            )
+            conn.execute(statements.insert_message, (group_id, event, now))
+            conn.execute(statements.insert_group, (group_id, priority, routing_key))
 
 
 def claim(
@@ -119,8 +114,7 @@ def _claim(
 ) -> Lease[Any] | None:
     keys = spec.routing_keys
     select = statements.claim(spec.min_priority, len(keys))
-    params: dict[str, object] = {"now": now, "min_priority": spec.min_priority}
-    params.update((f"key{i}", key) for i, key in enumerate(keys))
+    params = (now, *keys) if keys else (now,)
     while True:
         row = conn.execute(select, params).fetchone()
         if row is None:
@@ -146,16 +140,8 @@ def _claim(
             continue
         token = tokens.next()
         locked_by = f"{spec.worker_id}#{token}"
-        conn.execute(statements.mark_claimed, {"now": now, "group_id": group_id})
-        conn.execute(
-            statements.lease,
-            {
-                "locked_by": locked_by,
-                "expiry": now + spec.visibility,
-                "deliveries": deliveries + 1,
-                "seq": seq,
-            },
-        )
+        conn.execute(statements.mark_claimed, (now, group_id))
+        conn.execute(statements.lease, (locked_by, now + spec.visibility, deliveries + 1, seq))
         return Lease(seq, group_id, event, spec.worker_id, token, deliveries + 1)
 
 
@@ -184,10 +170,10 @@ def ack(conn: sqlite3.Connection, statements: Statements, lease: Lease[Any]) -> 
 
 
 def _ack(conn: sqlite3.Connection, statements: Statements, lease: Lease[Any]) -> bool:
-    done = conn.execute(statements.delete_leased, {"seq": lease.seq, "locked_by": lease.locked_by})
+    done = conn.execute(statements.delete_leased, (lease.seq, lease.locked_by))
     if done.rowcount != 1:
         return False
-    conn.execute(statements.drop_group_if_empty, {"group_id": lease.group_id})
+    conn.execute(statements.drop_group_if_empty, (lease.group_id,))
     return True
 
 
@@ -195,16 +181,14 @@ def nack(
     conn: sqlite3.Connection, statements: Statements, clock: Clock, lease: Lease[Any], delay: float
 ) -> bool:
     """Free the message now (``delay == 0``) or park it, blocking its group, for ``delay``."""
-    fence = {"seq": lease.seq, "locked_by": lease.locked_by}
+    fence = (lease.seq, lease.locked_by)
     with immediate_transaction(conn):
         if delay == 0:
             return conn.execute(statements.release_lease, fence).rowcount == 1
         until = clock() + delay
-        if conn.execute(statements.park, {**fence, "until": until}).rowcount != 1:
+        if conn.execute(statements.park, (*fence, until)).rowcount != 1:
             return False
-        conn.execute(
-            statements.move_group_to_park_end, {"until": until, "group_id": lease.group_id}
-        )
+        conn.execute(statements.move_group_to_park_end, (until, lease.group_id))
         return True
 
 
@@ -218,8 +202,7 @@ def extend(
     """Move the lease's expiry to now + ``visibility``; ``False`` if the lease was lost."""
     with immediate_transaction(conn):
         expiry = clock() + visibility
-        params = {"seq": lease.seq, "locked_by": lease.locked_by, "expiry": expiry}
-        return conn.execute(statements.extend, params).rowcount == 1
+        return conn.execute(statements.extend, (lease.seq, lease.locked_by, expiry)).rowcount == 1
 
 
 def dead_letter(

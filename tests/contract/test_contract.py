@@ -132,6 +132,22 @@ def test_first_publish_fixes_priority_and_routing_key_until_the_group_drains(q: 
     assert q.claim("w", VIS, routing_keys=["west"], min_priority=4).event.kind == "3"
 
 
+def test_a_claim_reads_its_arguments_afresh_when_they_may_have_changed(q: Any) -> None:
+    """A worker's claims pass the same argument objects each time, whose checks a transport may
+    remember; a list of routing keys changed in place between two claims is read again."""
+    q.publish("a", ev("a"), routing_key="k1")
+    q.publish("b", ev("b"), routing_key="k2")
+    keys = ["k1"]
+    assert q.claim("w", VIS, routing_keys=keys).event.kind == "a"
+    keys[0] = "k2"
+    assert q.claim("w", VIS, routing_keys=keys).event.kind == "b"
+    fixed = ("k1", "k2")
+    assert q.claim("w", VIS, routing_keys=fixed) is None  # both in flight
+    assert q.claim("w", VIS, routing_keys=fixed) is None
+    with pytest.raises(ValueError):
+        q.claim("w", -1.0, routing_keys=fixed)
+
+
 def test_routing_keys(q: Any, clock: FakeClock) -> None:
     q.publish("a", ev("a"), routing_key="k1")
     q.publish("b", ev("b"), routing_key="k2")

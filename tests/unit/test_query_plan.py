@@ -9,7 +9,7 @@ import pytest
 
 from harel_sa import SqliteTransport
 from harel_sa.schema import Names
-from harel_sa.sqlite.statements import LOOKAHEAD, statements_for
+from harel_sa.sqlite.statements import LOOKAHEAD, positional, statements_for
 
 NAMES = Names()
 BASE_TABLES = {"g", "m", "x", "h"}  # the aliases the claim gives its tables
@@ -18,7 +18,7 @@ BASE_TABLES = {"g", "m", "x", "h"}  # the aliases the claim gives its tables
 def plan(db: str, min_priority: int, keys: int) -> list[tuple[int, int, str]]:
     SqliteTransport(db).close()
     sql = statements_for(NAMES).claim(min_priority, keys)
-    params = {"now": 1.0, "min_priority": min_priority, **{f"key{i}": f"k{i}" for i in range(keys)}}
+    params = (1.0, *(f"k{i}" for i in range(keys)))  # positional: (now, key0, ...)
     with sqlite3.connect(db) as conn:
         # A realistic shape so the planner's choices are the ones production sees.
         conn.executemany(
@@ -86,3 +86,10 @@ def test_the_in_flight_check_reads_the_head_and_a_bounded_look_ahead_only(db: st
     ], details
     sql = statements_for(NAMES).claim(0, 0)
     assert f"ORDER BY x.seq LIMIT {LOOKAHEAD})" in sql
+
+
+def test_a_positional_statement_numbers_its_names_in_the_order_given_and_misses_none() -> None:
+    assert positional("x = :a AND y = :b OR z = :a", "b", "a") == "x = ?2 AND y = ?1 OR z = ?2"
+    assert positional(":key1 :key10", "key10", "key1") == "?2 ?1"  # a name is a whole word
+    with pytest.raises(ValueError, match=":b"):
+        positional("x = :a AND y = :b", "a")
