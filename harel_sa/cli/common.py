@@ -117,6 +117,17 @@ def target(args: argparse.Namespace, *, must_exist: bool) -> Target:
     return found
 
 
+def on_server(url: str | None) -> bool:
+    """Whether ``url`` names a PostgreSQL database (``postgresql://``, ``postgresql+psycopg://``)
+    rather than a SQLite file."""
+    if not url or "://" not in url:
+        return False
+    try:
+        return make_url(url).get_backend_name() == "postgresql"
+    except ArgumentError:
+        return False
+
+
 def prefix(value: str) -> str:
     """A valid table prefix, or a usage error."""
     try:

@@ -23,9 +23,15 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from harel_sa import AsyncSqliteTransport, AsyncWorker, Worker
+from harel_sa import (
+    AsyncPostgresTransport,
+    AsyncSqliteTransport,
+    AsyncWorker,
+    PostgresTransport,
+    Worker,
+)
 from harel_sa.cli import logs
-from harel_sa.cli.common import OK, CliError, Commands, Target, target
+from harel_sa.cli.common import OK, CliError, Commands, Target, on_server, prefix, target
 from harel_sa.worker import DEFAULT_MAX_DELIVERIES, WorkerStats
 
 log = logging.getLogger("harel_sa.cli")
@@ -83,7 +89,14 @@ class Setting:
 
 SETTINGS = (
     Setting("--db", "HAREL_SA_DB", str, None, "the SQLite file", "PATH"),
-    Setting("--url", "HAREL_SA_URL", str, None, "the database as a sqlite:///PATH URL", "URL"),
+    Setting(
+        "--url",
+        "HAREL_SA_URL",
+        str,
+        None,
+        "the database as a sqlite:///PATH or postgresql://… URL",
+        "URL",
+    ),
     Setting("--prefix", "HAREL_SA_PREFIX", str, "harel", "the table prefix", "NAME"),
     Setting("--worker-id", "HAREL_SA_WORKER_ID", str, None, "default: host:pid:random", "ID"),
     Setting("--concurrency", "HAREL_SA_CONCURRENCY", lambda t: _whole(t, 1), 1, "handlers at once"),
@@ -209,7 +222,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
     given = settings(args)
     logs.configure(given["log_level"], given["log_format"])
     handler = load(args.handler, args.debug)
-    t = target(argparse.Namespace(**given), must_exist=True)
+    if on_server(given["url"]):  # a PostgreSQL database: nothing to check on disk
+        t = Target(given["url"], None, prefix(given["prefix"]), is_url=True)
+    else:
+        t = target(argparse.Namespace(**given), must_exist=True)
     options: dict[str, Any] = {
         "concurrency": given["concurrency"],
         "visibility": given["visibility"],
@@ -229,7 +245,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             log.info("handler %s is async: running an AsyncWorker", args.handler)
             asyncio.run(_run_async(t, handler, options, run))
         else:
-            with t.open() as queue:
+            with _open(t) as queue:
                 Worker(queue, handler, **options).run(**run)
     return OK
 
@@ -237,11 +253,22 @@ def cmd_worker(args: argparse.Namespace) -> int:
 async def _run_async(
     t: Target, handler: Callable[..., Any], options: dict[str, Any], run: dict[str, Any]
 ) -> WorkerStats:
-    queue = await AsyncSqliteTransport.create(t.api, prefix=t.prefix, create_schema=False)
+    queue: Any
+    if t.path is None and on_server(t.api):
+        queue = await AsyncPostgresTransport.create(t.api, prefix=t.prefix, create_schema=False)
+    else:
+        queue = await AsyncSqliteTransport.create(t.api, prefix=t.prefix, create_schema=False)
     try:
         return await AsyncWorker(queue, handler, **options).run(**run)
     finally:
         await queue.close()
+
+
+def _open(t: Target) -> Any:
+    """The sync transport on ``t``: its schema checked, never created."""
+    if t.path is None and on_server(t.api):
+        return PostgresTransport(t.api, prefix=t.prefix, create_schema=False)
+    return t.open()
 
 
 def _metrics(t: Target, given: dict[str, Any], stack: ExitStack) -> Any:
@@ -253,7 +280,7 @@ def _metrics(t: Target, given: dict[str, Any], stack: ExitStack) -> Any:
         raise CliError(f"--metrics-port needs prometheus_client: {exc}") from exc
     registry = CollectorRegistry()
     observer = WorkerMetrics(registry)
-    registry.register(QueueCollector(stack.enter_context(t.open())))
+    registry.register(QueueCollector(stack.enter_context(_open(t))))
     try:
         server = serve(given["metrics_port"], registry, given["metrics_host"])
     except OSError as exc:
