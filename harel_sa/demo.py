@@ -115,7 +115,14 @@ def verify(expected: list[int], deliveries: Iterable[Delivery]) -> list[str]:
     return problems
 
 
-def _open(config: DemoConfig) -> SqliteTransport:
+def _open(config: DemoConfig) -> Any:
+    if config.api.split("://", 1)[0].split("+", 1)[0] in ("postgresql", "postgres"):
+        # Workers on PostgreSQL claim in parallel, each process on its own connections.
+        from harel_sa.postgres.transport import PostgresTransport
+
+        return PostgresTransport(
+            config.api, prefix=config.prefix, create_schema=False, busy_timeout=_BUSY_TIMEOUT
+        )
     return SqliteTransport(
         config.api,
         prefix=config.prefix,

@@ -128,6 +128,24 @@ def on_server(url: str | None) -> bool:
         return False
 
 
+def queue_target(args: argparse.Namespace, *, must_exist: bool) -> Target:
+    """:func:`target`, or a PostgreSQL database for a ``postgresql://`` ``--url`` (nothing on
+    disk to check: the transport checks the schema when it opens)."""
+    if on_server(args.url):
+        return Target(args.url, None, prefix(args.prefix), is_url=True)
+    return target(args, must_exist=must_exist)
+
+
+def open_queue(t: Target, *, create_schema: bool = False) -> Any:
+    """The sync transport on ``t``: SQLite's (:meth:`Target.open`) or PostgreSQL's, its schema
+    checked (or, with ``create_schema``, brought to head)."""
+    if t.path is None and on_server(t.api):
+        from harel_sa import PostgresTransport
+
+        return PostgresTransport(t.api, prefix=t.prefix, create_schema=create_schema)
+    return t.open(create_schema=create_schema) if create_schema else t.open()
+
+
 def prefix(value: str) -> str:
     """A valid table prefix, or a usage error."""
     try:

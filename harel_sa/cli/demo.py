@@ -24,8 +24,10 @@ from harel_sa.cli.common import (
     add_db_options,
     add_json_option,
     emit,
+    on_server,
+    open_queue,
+    queue_target,
     table,
-    target,
 )
 from harel_sa.cli.progress import ProgressBar
 from harel_sa.sqlite.connection import connect_read_only
@@ -109,7 +111,7 @@ def _prepare(t: Target, fresh: bool, yes: bool) -> None:
     harel_sa did not create; a file that also holds other tables is refused unless ``--yes``.
     """
     names = Names(t.prefix)
-    if fresh and (t.path is None or os.path.exists(t.path)):
+    if fresh and not on_server(t.api) and (t.path is None or os.path.exists(t.path)):
         with closing(connect_read_only(t.api)) as conn:
             tables = {str(r[0]).lower() for r in conn.execute(_TABLES)}
         others = sorted(tables - {*names.tables, names.version_table})
@@ -119,7 +121,7 @@ def _prepare(t: Target, fresh: bool, yes: bool) -> None:
                 f"({', '.join(others)}): --fresh empties only prefix {t.prefix}'s queue and "
                 "deletes nothing else; add --yes to do that in this file"
             )
-    with t.open(create_schema=True) as q:
+    with open_queue(t, create_schema=True) as q:
         if fresh:  # through the queue's own calls: only its rows go
             while batch := q.peek(None, 1000):
                 for group in {m.group_id for m in batch}:
@@ -134,7 +136,7 @@ def _prepare(t: Target, fresh: bool, yes: bool) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    t = target(args, must_exist=False)
+    t = queue_target(args, must_exist=False)
     if args.messages < args.groups:
         raise CliError("--messages must be at least --groups")
     _prepare(t, args.fresh, args.yes)
@@ -156,7 +158,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     if not report.problems:
-        with t.open() as q:
+        with open_queue(t) as q:
             left = q.stats()
         if left.messages or left.dead:
             report.problems.append(

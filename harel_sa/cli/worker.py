@@ -27,11 +27,10 @@ from harel_sa import (
     AsyncPostgresTransport,
     AsyncSqliteTransport,
     AsyncWorker,
-    PostgresTransport,
     Worker,
 )
 from harel_sa.cli import logs
-from harel_sa.cli.common import OK, CliError, Commands, Target, on_server, prefix, target
+from harel_sa.cli.common import OK, CliError, Commands, Target, on_server, open_queue, queue_target
 from harel_sa.worker import DEFAULT_MAX_DELIVERIES, WorkerStats
 
 log = logging.getLogger("harel_sa.cli")
@@ -222,10 +221,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     given = settings(args)
     logs.configure(given["log_level"], given["log_format"])
     handler = load(args.handler, args.debug)
-    if on_server(given["url"]):  # a PostgreSQL database: nothing to check on disk
-        t = Target(given["url"], None, prefix(given["prefix"]), is_url=True)
-    else:
-        t = target(argparse.Namespace(**given), must_exist=True)
+    t = queue_target(argparse.Namespace(**given), must_exist=True)
     options: dict[str, Any] = {
         "concurrency": given["concurrency"],
         "visibility": given["visibility"],
@@ -245,7 +241,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             log.info("handler %s is async: running an AsyncWorker", args.handler)
             asyncio.run(_run_async(t, handler, options, run))
         else:
-            with _open(t) as queue:
+            with open_queue(t) as queue:
                 Worker(queue, handler, **options).run(**run)
     return OK
 
@@ -264,13 +260,6 @@ async def _run_async(
         await queue.close()
 
 
-def _open(t: Target) -> Any:
-    """The sync transport on ``t``: its schema checked, never created."""
-    if t.path is None and on_server(t.api):
-        return PostgresTransport(t.api, prefix=t.prefix, create_schema=False)
-    return t.open()
-
-
 def _metrics(t: Target, given: dict[str, Any], stack: ExitStack) -> Any:
     try:
         from prometheus_client import CollectorRegistry
@@ -280,7 +269,7 @@ def _metrics(t: Target, given: dict[str, Any], stack: ExitStack) -> Any:
         raise CliError(f"--metrics-port needs prometheus_client: {exc}") from exc
     registry = CollectorRegistry()
     observer = WorkerMetrics(registry)
-    registry.register(QueueCollector(stack.enter_context(_open(t))))
+    registry.register(QueueCollector(stack.enter_context(open_queue(t))))
     try:
         server = serve(given["metrics_port"], registry, given["metrics_host"])
     except OSError as exc:
