@@ -6,15 +6,8 @@ Two kinds:
   driven by the bench's own claim + ack loop through :class:`GroupQueue`. Each entry of
   :data:`GROUP_QUEUES` says how to make its schema and how a worker process opens it
   (``open(url, process_index)``). The plain-psycopg baseline and harel 0.9.0's own
-  ``PostgresTransport`` are here; harel_sa's backend joins with one entry once it exists::
-
-      "harel_sa": GroupQueueKind(
-          "harel_sa", "harel_sa's PostgresTransport", ("harel-sa", "psycopg"),
-          create_schema=lambda url: harel_sa.PostgresTransport(url).close(),
-          open=lambda url, i: Transport(harel_sa.PostgresTransport(url), url, MESSAGES),
-          event=harel_sa_event,
-          tables=("harel_transport_messages", "harel_transport_groups"),
-      ),
+  ``PostgresTransport`` are here, beside harel_sa's own ``PostgresTransport`` (a pool of one
+  connection per worker process).
 
 - **Job queues** (pgqueuer, procrastinate: no groups, no per-group FIFO; throughput
   references): each drains with its own worker loop, the way its documentation runs one,
@@ -151,7 +144,26 @@ def _harel_transport(url: str, create_schema: bool) -> Any:
     return PostgresTransport(psycopg.connect(url), create_schema=create_schema)
 
 
+def _harel_sa_transport(url: str, create_schema: bool) -> Any:
+    from harel_sa import PostgresTransport
+
+    # One worker process, one claim at a time: a pool of one connection.
+    return PostgresTransport(url, create_schema=create_schema, pool_size=1)
+
+
 GROUP_QUEUES: dict[str, GroupQueueKind] = {
+    "harel_sa": GroupQueueKind(
+        "harel_sa",
+        "harel_sa PostgresTransport",
+        ("harel-sa", "psycopg"),
+        create_schema=lambda url: _harel_sa_transport(url, True).close(),
+        open=lambda url, i: Transport(
+            _harel_sa_transport(url, False), url, "harel_transport_messages"
+        ),
+        event=harel_sa_event,
+        tables=("harel_transport_messages", "harel_transport_groups"),
+        batched_publish=True,
+    ),
     "baseline": GroupQueueKind(
         "baseline",
         "baseline (plain psycopg)",
