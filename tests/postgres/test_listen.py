@@ -44,7 +44,8 @@ def listening(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         for _ in range(4000):
             (found,) = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE query = %s",
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND query = %s",
                 (f"LISTEN {channel(Names())}",),
             ).fetchone() or (0,)
             if found:
