@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from harel_sa import (
-    AsyncPostgresTransport,
     AsyncSqliteTransport,
     AsyncWorker,
     Worker,
@@ -251,6 +250,8 @@ async def _run_async(
 ) -> WorkerStats:
     queue: Any
     if t.path is None and on_server(t.api):
+        from harel_sa import AsyncPostgresTransport  # needs the postgres extra
+
         queue = await AsyncPostgresTransport.create(t.api, prefix=t.prefix, create_schema=False)
     else:
         queue = await AsyncSqliteTransport.create(t.api, prefix=t.prefix, create_schema=False)

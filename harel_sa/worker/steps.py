@@ -102,7 +102,8 @@ class Wait:
 
     seconds: float
     wake_on_stop: bool
-    listen: bool = False
+    # A hint to the driver, not part of what the step is (equal steps, listening or not).
+    listen: bool = field(default=False, compare=False)
 
     def sync(self, d: SyncDriver) -> None:
         d.wait(self.seconds, self.wake_on_stop, self.listen)

@@ -68,6 +68,7 @@ def test_the_wheel_carries_the_environment_and_every_revision(dist: tuple[Path, 
     names = set(zipfile.ZipFile(dist[0]).namelist())
     assert {
         "harel_sa/py.typed",
+        "harel_sa/postgres/transport.py",  # the postgres extra's code ships in every wheel
         "harel_sa/migrations/__init__.py",
         "harel_sa/migrations/env.py",
         "harel_sa/migrations/script.py.mako",
