@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Generic
 
 from harel_sa import validate
-from harel_sa.calls import Options, claim_spec, message_row, message_rows
+from harel_sa.calls import ClaimSpecs, Options, message_row, message_rows
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.postgres import operations as ops
@@ -28,6 +28,7 @@ class Calls(Generic[E]):
         self.options = options
         self.st = statements_for(options.names, server_clock)
         self.clock: ops.Clock = None if server_clock else options.clock
+        self.claim_spec = ClaimSpecs(options.event_type)
 
     def publish(
         self, group_id: object, event: object, priority: object, routing_key: object
@@ -50,14 +51,7 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> ops.Op[Lease[E] | None]:
-        spec = claim_spec(
-            self.options.event_type,
-            worker_id,
-            visibility,
-            min_priority,
-            routing_keys,
-            max_deliveries,
-        )
+        spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         return ops.claim(self.st, self.clock, spec)
 
     def ack_and_claim(
@@ -69,14 +63,7 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> ops.Op[tuple[bool, Lease[E] | None]]:
-        spec = claim_spec(
-            self.options.event_type,
-            worker_id,
-            visibility,
-            min_priority,
-            routing_keys,
-            max_deliveries,
-        )
+        spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         return ops.ack_and_claim(self.st, self.clock, validate.lease(lease), spec)
 
     def claim_many(
@@ -88,14 +75,7 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> ops.Op[list[Lease[E]]]:
-        spec = claim_spec(
-            self.options.event_type,
-            worker_id,
-            visibility,
-            min_priority,
-            routing_keys,
-            max_deliveries,
-        )
+        spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         return ops.claim_many(self.st, self.clock, spec, validate.count("limit", limit))
 
     def ack_many(self, leases: object) -> ops.Op[list[bool]]:
@@ -111,14 +91,7 @@ class Calls(Generic[E]):
         routing_keys: object,
         max_deliveries: object,
     ) -> ops.Op[tuple[list[bool], list[Lease[E]]]]:
-        spec = claim_spec(
-            self.options.event_type,
-            worker_id,
-            visibility,
-            min_priority,
-            routing_keys,
-            max_deliveries,
-        )
+        spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         checked = validate.leases(leases)
         return ops.ack_many_and_claim_many(
             self.st, self.clock, checked, spec, validate.count("limit", limit)
