@@ -50,9 +50,7 @@ class Handled:
             self.done[lease.group_id].append(lease.event.kind)
 
     def check(self) -> None:
-        assert self.done == {
-            f"g{g}": [f"{g}:{n}" for n in range(PER_GROUP)] for g in range(GROUPS)
-        }
+        assert self.done == {f"g{g}": [f"{g}:{n}" for n in range(PER_GROUP)] for g in range(GROUPS)}
 
 
 OPTIONS = {"concurrency": 4, "visibility": 30.0, "backoff": Backoff(base=0, jitter=0)}
@@ -105,6 +103,8 @@ def test_each_worker_refuses_the_other_twin(pg_url: str) -> None:
             await q.close()
 
     asyncio.run(main())
-    with PostgresTransport(pg_url) as q:
-        with pytest.raises(InvalidArgumentTypeError, match="PostgresTransport"):
-            AsyncWorker(q, handler=lambda lease: None)  # type: ignore[arg-type]
+    with (
+        PostgresTransport(pg_url) as q,
+        pytest.raises(InvalidArgumentTypeError, match="PostgresTransport"),
+    ):
+        AsyncWorker(q, handler=lambda lease: None)  # type: ignore[arg-type]
