@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 BATCHER = 0  # the batcher's bell
 POLL = 0.05  # how often a batcher with nothing to send looks again once stopping
-LONG = 1.0  # the longest wait on a bell (a guard: every change rings)
+LONG = 1.0  # the batcher's longest wait on its bell (a guard: every change rings it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from collections.abc import Generator
 from typing import Any
 
 from harel_sa.events import Lease
-from harel_sa.worker.batches import BATCHER, LONG, Batches, Sleep, Waiting
+from harel_sa.worker.batches import BATCHER, Batches, Sleep, Waiting
 from harel_sa.worker.operations import Batch, Claim, Done, Nack, Operation, Sent
 from harel_sa.worker.run import Run
 from harel_sa.worker.steps import Abandon, Bell, Call, Handle, Program, Send, Step, Wait, WaitSlots
@@ -107,7 +107,7 @@ def batching_slot(run: Run, batches: Batches, me: int) -> Program:
     while True:
         lease = batches.take(me)
         while isinstance(lease, Waiting):
-            yield Bell(me, LONG)
+            yield Bell(me, None)  # rung when a lease is handed, the batcher ends, or a stop
             lease = batches.take(me)
         if lease is None:
             return

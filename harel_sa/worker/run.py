@@ -278,15 +278,17 @@ class Run:
             for lease in leases:
                 self._held[lease.locked_by] = lease
         self._observer.claim_latency(seconds)
+        debug = log.isEnabledFor(logging.DEBUG)  # a batch's hot path: no fields built for nothing
         for lease in leases:
             self._count("claimed")
-            log.debug(
-                "claimed %s seq %d (delivery %d)",
-                lease.group_id,
-                lease.seq,
-                lease.deliveries,
-                extra=_fields(lease),
-            )
+            if debug:
+                log.debug(
+                    "claimed %s seq %d (delivery %d)",
+                    lease.group_id,
+                    lease.seq,
+                    lease.deliveries,
+                    extra=_fields(lease),
+                )
 
     # -- the handler -----------------------------------------------------------------------
     def handling(self) -> None:
@@ -411,7 +413,8 @@ class Run:
             self._note_lost(lease, what)
             return
         self._count("succeeded")
-        log.debug("acked %s seq %d", lease.group_id, lease.seq, extra=_fields(lease))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("acked %s seq %d", lease.group_id, lease.seq, extra=_fields(lease))
 
     def may_retry(self, op: Operation, error: HarelSAError) -> bool:
         """``op`` raised ``error``: try it again after ``poll_interval``? Only for a busy

@@ -31,7 +31,7 @@ class SyncDriver(Protocol):
 
     def wait(self, seconds: float, wake_on_stop: bool) -> None: ...
     def wait_slots(self, seconds: float) -> int: ...
-    def wait_bell(self, bell: int, seconds: float, idle: bool) -> None: ...
+    def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> None: ...
     def abandon(self) -> None: ...
 
 
@@ -43,7 +43,7 @@ class AsyncDriver(Protocol):
 
     async def wait(self, seconds: float, wake_on_stop: bool) -> None: ...
     async def wait_slots(self, seconds: float) -> int: ...
-    async def wait_bell(self, bell: int, seconds: float, idle: bool) -> None: ...
+    async def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> None: ...
     async def abandon(self) -> None: ...
 
 
@@ -134,13 +134,14 @@ class Wait:
 
 @dataclass(slots=True)
 class Bell:
-    """Wait up to ``seconds`` for ``bell`` to ring (the run rings a batching slot's bell when
-    it hands it a lease, the batcher's when an ack or a free slot wants it, every bell on a
-    stop); a ring that came before the wait ends it at once. ``idle``: the batcher's idle wait
-    after a claim found fewer messages than it asked for (the poll)."""
+    """Wait up to ``seconds`` (``None``: as long as it takes) for ``bell`` to ring (the run
+    rings a batching slot's bell when it hands it a lease or the batcher ends, the batcher's
+    when an ack or a free slot wants it, every bell on a stop); a ring that came before the
+    wait ends it at once. ``idle``: the batcher's idle wait after a claim found fewer messages
+    than it asked for (the poll)."""
 
     bell: int
-    seconds: float
+    seconds: float | None
     idle: bool = False
 
     def sync(self, d: SyncDriver) -> None:

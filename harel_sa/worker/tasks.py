@@ -129,9 +129,11 @@ class AsyncWorker(Generic[E]):
         with suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), seconds)
 
-    async def wait_bell(self, bell: int, seconds: float, idle: bool) -> None:
+    async def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> None:
         ringing = self._bells[bell]
-        if not ringing.is_set():
+        if seconds is None:
+            await ringing.wait()
+        elif not ringing.is_set():
             with suppress(TimeoutError):
                 async with asyncio.timeout(seconds):
                     await ringing.wait()

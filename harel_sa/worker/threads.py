@@ -99,7 +99,7 @@ class Worker(Generic[E]):
     def wait(self, seconds: float, wake_on_stop: bool) -> None:
         (self._wake if wake_on_stop else self._finished).wait(seconds)
 
-    def wait_bell(self, bell: int, seconds: float, idle: bool) -> None:
+    def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> None:
         ringing = self._bells[bell]
         ringing.wait(seconds)
         ringing.clear()  # the program looks at the run again next: nothing rung is missed

@@ -226,3 +226,20 @@ def test_one_slot_or_batch_1_keeps_the_unbatched_programs() -> None:
 def test_batch_options_are_checked_once(bad: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgumentError):
         WorkerOptions(**bad)
+
+
+def test_until_empty_goes_on_while_a_handler_may_free_its_group() -> None:
+    options = WorkerOptions(worker_id="w", concurrency=3, batch=3, poll_interval=1e-9)
+    team = Team(options, until_empty=True)
+    team.answer(team.batch(), (), lease(1))  # a deep group: one lease of three asked for
+    k = team.start()[1]
+    again = team.batch()  # the poll is over: claim for the two free slots
+    assert again.batch == Batch((), options, 2)
+    poll = team.answer(again, ())  # nothing, but lease 1's group is busy: not the end
+    assert isinstance(poll, Send) and poll.batch == again.batch  # (a poll of 1e-9 s)
+    team.finish(k)
+    fused = team.answer(poll, ())
+    assert isinstance(fused, Send)
+    assert fused.batch == Batch((lease(1),), options, 3)  # its ack frees the group's next
+    team.answer(fused, (True,), lease(2))
+    assert team.run.stats().claimed == 2

@@ -172,3 +172,14 @@ def test_a_stopped_batching_worker_releases_what_it_holds(start: Start, db: str)
     assert (stats.claimed, stats.succeeded, stats.released) == (3, 0, 3)
     with SqliteTransport(db) as q:
         assert len(q.claim_many("next", 30.0, 3)) == 3  # at once: not after the 30 s leases
+
+
+def test_a_deep_single_group_drains_in_order_one_lease_a_batch(
+    start: Start, db: str, calls: Counter[str]
+) -> None:
+    publish(db, "deep", per_group=6)
+    behaviour = Behaviour()
+    stats = start(behaviour, run={"until_empty": True}, batch=4, concurrency=4).join()
+    assert stats.claimed == stats.succeeded == 6
+    assert [c.event.data["n"] for c in behaviour.calls] == [0, 1, 2, 3, 4, 5]
+    assert behaviour.most_running == 1  # one in flight per group
