@@ -161,6 +161,8 @@ class Batches:
                 self._short_until = time.monotonic() + self.options.poll_interval
                 if not (sent.leases or self._holding or self._acks) and run.until_empty:
                     self.claiming = False  # found nothing, and no handler may free a group
+            # A batch claims for free slots only, and a free slot leaves ``_free`` only by a
+            # hand-out or by ending (once stopping, when nothing is handed any more).
             for lease in sent.leases:
                 if run.stopping or not self._free:
                     break

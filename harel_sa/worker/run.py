@@ -259,36 +259,26 @@ class Run:
 
     def claimed(self, lease: Lease[Any], seconds: float) -> None:
         """A claim that took ``seconds`` returned ``lease``: it is held from now on."""
-        with self._lock:
-            self._held[lease.locked_by] = lease
-        self._count("claimed")
-        self._observer.claim_latency(seconds)
-        log.debug(
-            "claimed %s seq %d (delivery %d)",
-            lease.group_id,
-            lease.seq,
-            lease.deliveries,
-            extra=_fields(lease),
-        )
+        self.claimed_many((lease,), seconds)
 
     def claimed_many(self, leases: tuple[Lease[Any], ...], seconds: float) -> None:
-        """A batch that took ``seconds`` claimed ``leases``: each is held from now on (one
-        claim latency for the batch)."""
+        """A claim (or a batch) that took ``seconds`` returned ``leases``: each is held from
+        now on; one claim latency for them all."""
         with self._lock:
             for lease in leases:
                 self._held[lease.locked_by] = lease
-        self._observer.claim_latency(seconds)
         debug = log.isEnabledFor(logging.DEBUG)  # a batch's hot path: no fields built for nothing
-        for lease in leases:
+        for _ in leases:
             self._count("claimed")
-            if debug:
-                log.debug(
-                    "claimed %s seq %d (delivery %d)",
-                    lease.group_id,
-                    lease.seq,
-                    lease.deliveries,
-                    extra=_fields(lease),
-                )
+        self._observer.claim_latency(seconds)
+        for lease in leases if debug else ():
+            log.debug(
+                "claimed %s seq %d (delivery %d)",
+                lease.group_id,
+                lease.seq,
+                lease.deliveries,
+                extra=_fields(lease),
+            )
 
     # -- the handler -----------------------------------------------------------------------
     def handling(self) -> None:

@@ -309,17 +309,7 @@ def _work(cfg: WorkerConfig) -> None:
             time.sleep(rng.uniform(0, cfg.handle_max / 2))
         t2 = time.monotonic()
         live = expiry is not None and clock() < expiry  # the lease held all through [t1, t2]
-        log.write(
-            g=lease.group_id,
-            seq=lease.seq,
-            id=lease.event.id,
-            t1=t1,
-            t2=t2,
-            live=live,
-            check=verdict,
-            d=lease.deliveries,
-            w=cfg.name,
-        )
+        _log_handling(log, cfg, lease, t1, t2, live, verdict)
         killer.enter("ack")
         if rng.random() < cfg.fused_share:
             ok, nxt = t.ack_and_claim(lease, cfg.name, vis)
@@ -414,17 +404,7 @@ def _work_batched(
             )
             live = verdict == "ok" and mine is not None and clock() < float(mine[0])
             live_at_ack[lease.token] = live
-            log.write(
-                g=lease.group_id,
-                seq=lease.seq,
-                id=lease.event.id,
-                t1=t1,
-                t2=t2,
-                live=live,
-                check=verdict,
-                d=lease.deliveries,
-                w=cfg.name,
-            )
+            _log_handling(log, cfg, lease, t1, t2, live, verdict)
             killer.enter("idle")
         except BaseException:
             with open(Path(cfg.log_dir) / f"error-handle-{cfg.slot}-{cfg.incarnation}", "a") as f:
@@ -443,6 +423,23 @@ def _work_batched(
         handle_signals=False,
     )
     worker.run()
+
+
+def _log_handling(
+    log: Log, cfg: WorkerConfig, lease: Lease[Any], t1: float, t2: float, live: bool, check: str
+) -> None:
+    """One handling, logged before its ack is sent."""
+    log.write(
+        g=lease.group_id,
+        seq=lease.seq,
+        id=lease.event.id,
+        t1=t1,
+        t2=t2,
+        live=live,
+        check=check,
+        d=lease.deliveries,
+        w=cfg.name,
+    )
 
 
 def killer_wants(killer: Killer, op: str) -> bool:
