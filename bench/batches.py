@@ -199,14 +199,14 @@ def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
             goal,
         )
         row(
-            f"Batched drain ({sync}) ≥ 0.9{X} the batched baseline",
+            f"Batched drain, transport calls ({sync}) ≥ 0.9{X} the batched baseline",
             sync,
             "harel_sa batched",
             "baseline batched",
             0.9,
         )
         row(
-            f"Async batched drain ({sync}) ≥ 0.8{X} the sync batched drain",
+            f"Async batched drain, transport calls ({sync}) ≥ 0.8{X} the sync batched drain",
             sync,
             "harel_sa async batched",
             "harel_sa batched",
