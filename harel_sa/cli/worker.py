@@ -30,7 +30,7 @@ from harel_sa import (
 )
 from harel_sa.cli import logs
 from harel_sa.cli.common import OK, CliError, Commands, Target, on_server, open_queue, queue_target
-from harel_sa.worker import DEFAULT_MAX_DELIVERIES, WorkerStats
+from harel_sa.worker import DEFAULT_ACK_WAIT, DEFAULT_MAX_DELIVERIES, WorkerStats
 
 log = logging.getLogger("harel_sa.cli")
 
@@ -118,6 +118,21 @@ SETTINGS = (
     ),
     Setting("--grace", "HAREL_SA_GRACE", _seconds, 10.0, "seconds in-flight handlers get", "S"),
     Setting("--poll-interval", "HAREL_SA_POLL_INTERVAL", _seconds, 0.1, "idle poll", "S"),
+    Setting(
+        "--batch",
+        "HAREL_SA_BATCH",
+        lambda t: _whole(t, 1),
+        1,
+        "claim and ack up to N messages a commit (with --concurrency above 1; 1: off)",
+    ),
+    Setting(
+        "--ack-wait",
+        "HAREL_SA_ACK_WAIT",
+        _seconds,
+        DEFAULT_ACK_WAIT,
+        "with --batch: how long an ack waits for others to share its commit (0: none)",
+        "S",
+    ),
     Setting("--log-level", "HAREL_SA_LOG_LEVEL", _choice(logs.LEVELS), "INFO", "log level", "L"),
     Setting("--log-format", "HAREL_SA_LOG_FORMAT", _choice(logs.FORMATS), "text", "text|json", "F"),
     Setting(
@@ -229,6 +244,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         "max_deliveries": None if given["max_deliveries"] == "none" else given["max_deliveries"],
         "grace": given["grace"],
         "poll_interval": given["poll_interval"],
+        "batch": given["batch"],
+        "ack_wait": given["ack_wait"],
     }
     if given["worker_id"] is not None:
         options["worker_id"] = given["worker_id"]

@@ -10,6 +10,18 @@ from the lease's ``deliveries``) until ``max_deliveries`` (default
 ``grace`` seconds, then gives back what it still holds with ``nack(0)`` (a second signal ends
 the grace at once). With an empty queue it polls every ``poll_interval`` seconds.
 
+**Batches** (``batch`` above 1, with ``concurrency`` above 1; off by default): the free slots
+are filled by one ``claim_many`` of up to ``batch`` leases, and the acks of handlers that end
+close together go in one commit, fused with the claim for the slots they free
+(``ack_many_and_claim_many``). An ack waits at most ``ack_wait`` seconds (default
+:data:`DEFAULT_ACK_WAIT`) for the others, and not at all once no other handler is running;
+``ack_wait=0`` sends each ack as soon as the batcher sees it. The trade-off: many messages a
+commit (at ``synchronous=FULL`` a commit is an fsync) against each ack landing up to
+``ack_wait`` later, and one more thread (task) plus a hand-off per message, which a deep single
+group (one message in flight, so one a batch) pays without gaining anything. A handler's ack
+counts as succeeded only once its batch committed; nacks and dead letters stay single calls;
+leases handed to a slot that had not started when a stop came are released with the rest.
+
 **One logic, two drivers.** The decisions live in :mod:`~harel_sa.worker.run` (the state of a
 run) and the order of the calls in :mod:`~harel_sa.worker.programs` (a slot, the supervisor:
 generators of typed :mod:`~harel_sa.worker.steps`); :mod:`~harel_sa.worker.threads` performs
@@ -25,6 +37,7 @@ its lease (heartbeat starved, lease lost, process killed) may see its message ag
 from harel_sa.worker.control import DeadLetter, HandlerControl, Retry
 from harel_sa.worker.observe import Observer
 from harel_sa.worker.options import (
+    DEFAULT_ACK_WAIT,
     DEFAULT_MAX_DELIVERIES,
     Backoff,
     WorkerKwargs,
@@ -35,6 +48,7 @@ from harel_sa.worker.tasks import AsyncWorker
 from harel_sa.worker.threads import Worker
 
 __all__ = [
+    "DEFAULT_ACK_WAIT",
     "DEFAULT_MAX_DELIVERIES",
     "AsyncWorker",
     "Backoff",

@@ -17,7 +17,8 @@ class Observer:
         ``released``)."""
 
     def claim_latency(self, seconds: float) -> None:
-        """A claim (or the claim half of a fused ack-and-claim) took ``seconds``."""
+        """A claim (or the claim half of a fused ack-and-claim; with batching, a batch that
+        claimed, once for all its leases) took ``seconds``."""
 
     def handler_duration(self, seconds: float) -> None:
         """A handler ran for ``seconds``, whatever it ended with."""

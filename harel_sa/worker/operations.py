@@ -96,3 +96,45 @@ class Bury:
 
 #: What may follow a handler.
 Operation = Ack | Nack | Bury
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What a batch returned: for each of its acks whether it took, and the leases it claimed."""
+
+    acked: tuple[bool, ...]
+    leases: tuple[Lease[Any], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Ack ``leases`` and claim up to ``limit`` more with the worker's options, in one write
+    transaction: ``claim_many`` (no acks), ``ack_many`` (no claims) or both fused."""
+
+    leases: tuple[Lease[Any], ...]
+    options: WorkerOptions
+    limit: int
+
+    @property
+    def name(self) -> str:
+        if not self.leases:
+            return "ClaimMany"
+        return "AckManyAndClaimMany" if self.limit else "AckMany"
+
+    def on(self, t: Queue[Any]) -> Sent:
+        args = self.options.claim_args()
+        if not self.leases:
+            return Sent((), tuple(t.claim_many(limit=self.limit, **args)))
+        if not self.limit:
+            return Sent(tuple(t.ack_many(self.leases)), ())
+        acked, claimed = t.ack_many_and_claim_many(self.leases, limit=self.limit, **args)
+        return Sent(tuple(acked), tuple(claimed))
+
+    async def on_async(self, t: AsyncQueue[Any]) -> Sent:
+        args = self.options.claim_args()
+        if not self.leases:
+            return Sent((), tuple(await t.claim_many(limit=self.limit, **args)))
+        if not self.limit:
+            return Sent(tuple(await t.ack_many(self.leases)), ())
+        acked, claimed = await t.ack_many_and_claim_many(self.leases, limit=self.limit, **args)
+        return Sent(tuple(acked), tuple(claimed))

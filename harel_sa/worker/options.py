@@ -26,6 +26,10 @@ H = TypeVar("H")
 #: times, then dead-lettered (with the default backoff, about 8.5 minutes of retries).
 DEFAULT_MAX_DELIVERIES = 10
 
+#: A batching worker's ``ack_wait`` unless told otherwise: how long the first ack of a batch
+#: waits for the acks of other handlers still running (a few commits' time).
+DEFAULT_ACK_WAIT = 0.002
+
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
@@ -68,6 +72,13 @@ class WorkerOptions:
 
     ``max_deliveries`` defaults to :data:`DEFAULT_MAX_DELIVERIES`: a message that keeps failing
     ends in the dead table, not in an endless backoff. ``None`` retries for ever.
+
+    ``batch`` (default 1: off) lets a worker with ``concurrency`` above 1 fill its free slots
+    with one ``claim_many`` of up to ``batch`` leases, and gather the acks of handlers that end
+    within ``ack_wait`` seconds (default :data:`DEFAULT_ACK_WAIT`) of each other into one
+    ``ack_many`` fused with the next ``claim_many``: one commit for many messages. The cost: an
+    ack waits up to ``ack_wait`` before it is sent (``0``: acks go as soon as the batcher sees
+    them), and a handler's ack counts only once its batch committed. See :attr:`batching`.
     """
 
     worker_id: str = field(default_factory=default_worker_id)
@@ -80,6 +91,8 @@ class WorkerOptions:
     poll_interval: float = 0.1
     grace: float = 10.0
     observer: Observer = field(default_factory=Observer)
+    batch: int = 1
+    ack_wait: float = DEFAULT_ACK_WAIT
 
     def __post_init__(self) -> None:
         validate.required_text("worker_id", self.worker_id)
@@ -95,6 +108,19 @@ class WorkerOptions:
         validate.seconds("grace", self.grace, allow_zero=True)
         if not isinstance(self.observer, Observer):
             raise InvalidArgumentTypeError("observer must be a harel_sa.worker.Observer")
+        validate.count("batch", self.batch)
+        validate.seconds("ack_wait", self.ack_wait, allow_zero=True)
+        if self.ack_wait >= self.visibility:
+            raise InvalidArgumentError(
+                f"ack_wait ({self.ack_wait:g}s) must be shorter than visibility "
+                f"({self.visibility:g}s): a lease waiting for its ack is not extended"
+            )
+
+    @property
+    def batching(self) -> bool:
+        """Whether runs batch: ``batch`` and ``concurrency`` both above 1 (with one slot there
+        is nothing to gather, and the fused ``ack_and_claim`` is already one commit a message)."""
+        return min(self.batch, self.concurrency) > 1
 
     @property
     def heartbeat_period(self) -> float:
@@ -102,7 +128,8 @@ class WorkerOptions:
         return self.visibility / 3
 
     def claim_args(self) -> dict[str, Any]:
-        """The keyword arguments of every claim (and ``ack_and_claim``) this worker sends."""
+        """The keyword arguments of every claim (``ack_and_claim``, ``claim_many``, ...) this
+        worker sends."""
         return {
             "worker_id": self.worker_id,
             "visibility": self.visibility,
@@ -118,6 +145,7 @@ class WorkerOptions:
             f"concurrency={self.concurrency} visibility={self.visibility:g}s "
             f"min_priority={self.min_priority} routing_keys={keys} "
             f"max_deliveries={self.max_deliveries} grace={self.grace:g}s"
+            + (f" batch={self.batch} ack_wait={self.ack_wait:g}s" if self.batching else "")
         )
 
 
@@ -135,6 +163,8 @@ class WorkerKwargs(TypedDict, total=False):
     poll_interval: float
     grace: float
     observer: Observer
+    batch: int
+    ack_wait: float
     handle_signals: bool
 
 

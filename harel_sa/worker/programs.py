@@ -1,8 +1,14 @@
-"""The worker's programs, written once for both drivers: a slot and the supervisor.
+"""The worker's programs, written once for both drivers: a slot and the supervisor; with
+batching, a batching slot and the batcher instead of the slots (:func:`team`).
 
 A program is a generator of :mod:`~harel_sa.worker.steps`; it asks
-:class:`~harel_sa.worker.run.Run` what follows each result and yields what to do next. It
-never touches the database, the handler or a thread: a driver performs its steps.
+:class:`~harel_sa.worker.run.Run` (and a batching run's
+:class:`~harel_sa.worker.batches.Batches`) what follows each result and yields what to do
+next. It never touches the database, the handler or a thread: a driver performs its steps.
+
+An idle worker waits in one of two places: a slot's :func:`claim` after a claim found nothing
+(``Wait(poll_interval, wake_on_stop=True)``), or the batcher's ``Bell(..., idle=True)`` after a
+claim found fewer messages than it asked for.
 """
 
 from __future__ import annotations
@@ -12,11 +18,25 @@ from collections.abc import Generator
 from typing import Any
 
 from harel_sa.events import Lease
-from harel_sa.worker.operations import Claim, Done, Nack, Operation
+from harel_sa.worker.batches import BATCHER, Batches, Sleep, Waiting
+from harel_sa.worker.operations import Batch, Claim, Done, Nack, Operation, Sent
 from harel_sa.worker.run import Run
-from harel_sa.worker.steps import Abandon, Call, Handle, Program, Step, Wait, WaitSlots
+from harel_sa.worker.steps import Abandon, Bell, Call, Handle, Program, Send, Step, Wait, WaitSlots
 
 POLL = 0.05  # how often the supervisor looks at the slots and the grace
+
+
+def team(run: Run) -> list[Program]:
+    """The programs a run's driver performs beside the supervisor, each on a thread or task
+    of its own: ``concurrency`` slots; with batching, the batcher and ``concurrency``
+    batching slots."""
+    n = run.options.concurrency
+    if run.batches is None:
+        return [slot(run) for _ in range(n)]
+    return [
+        batcher(run, run.batches),
+        *(batching_slot(run, run.batches, k) for k in range(1, n + 1)),
+    ]
 
 
 def slot(run: Run) -> Program:
@@ -79,6 +99,55 @@ def settle(run: Run, op: Operation) -> Generator[Step, None, Lease[Any] | None]:
         if retry is None:
             return None
         op = retry
+
+
+def batching_slot(run: Run, batches: Batches, me: int) -> Program:
+    """A slot of a batching run: wait for the lease the batcher hands it, handle it, hand an
+    ack back to the batcher (a nack or a dead letter it sends itself); again, until the batcher
+    ends or a stop."""
+    while True:
+        lease = batches.take(me)
+        while isinstance(lease, Waiting):
+            yield Bell(me, None)  # rung when a lease is handed, the batcher ends, or a stop
+            lease = batches.take(me)
+        if lease is None:
+            return
+        op = yield from handle(run, lease)
+        if op is not None and not batches.gather(me, op):
+            yield from settle(run, op)
+
+
+def batcher(run: Run, batches: Batches) -> Program:
+    """The batching run's acks and claims: one batch at a time, as :meth:`Batches.next`
+    decides; a batch that finds the write lock busy is sent again every ``poll_interval``
+    (without its claim once stopping)."""
+    while True:
+        what = batches.next()
+        if what is None:
+            return
+        if isinstance(what, Sleep):
+            yield Bell(BATCHER, what.seconds, idle=what.idle)
+            continue
+        yield from send(run, batches, what)
+
+
+def send(run: Run, batches: Batches, batch: Batch) -> Generator[Step, None, None]:
+    """Send ``batch`` until it lands, or is given up."""
+    while True:
+        step = Send(batch)
+        started = time.monotonic()
+        yield step
+        result = step.result
+        if isinstance(result, Sent):
+            batches.sent(batch, result, time.monotonic() - started)
+            return
+        if not batches.failed(batch, result):
+            return
+        yield Wait(run.options.poll_interval, wake_on_stop=not batch.leases)
+        retry = batches.again(batch)
+        if retry is None:
+            return
+        batch = retry
 
 
 def supervise(run: Run) -> Program:

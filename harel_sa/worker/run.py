@@ -22,6 +22,7 @@ from typing import Any
 from harel_sa.errors import BusyError, HarelSAError, InvalidArgumentError, TransportClosedError
 from harel_sa.events import Lease
 from harel_sa.settlements import How
+from harel_sa.worker.batches import Batches
 from harel_sa.worker.control import DeadLetter, Retry
 from harel_sa.worker.operations import Ack, Bury, Done, Nack, Operation
 from harel_sa.worker.options import WorkerOptions
@@ -118,6 +119,18 @@ class Run:
         self._deadline: float | None = None
         self._settle_by: float | None = None
         self.on_stop: Callable[[], None] = _nothing  # the driver's wake-up
+        self.on_ring: Callable[[int], None] = _ignore  # the driver rings a bell (batches.py)
+        self.batches = Batches(self, self._lock) if options.batching else None
+
+    @property
+    def until_empty(self) -> bool:
+        return self._until_empty
+
+    def _ring_all(self) -> None:
+        """A stop: every program waiting on a bell looks again."""
+        if self.batches is not None:
+            for bell in range(self.options.concurrency + 1):
+                self.on_ring(bell)
 
     def started(self, database: str, prefix: str, kind: str) -> None:
         """The INFO line every run starts with."""
@@ -152,6 +165,7 @@ class Run:
                 extra={"worker_id": self.options.worker_id},
             )
         self.on_stop()
+        self._ring_all()
 
     def interrupted(self, error: BaseException) -> None:
         """``run()`` itself was interrupted (``KeyboardInterrupt``, cancelled) while waiting:
@@ -163,6 +177,7 @@ class Run:
             self._deadline = self._settle_by = time.monotonic()
         log.warning("run interrupted (%s): releasing what is held now", type(error).__name__)
         self.on_stop()
+        self._ring_all()
 
     def grace_left(self) -> float | None:
         """Seconds of grace left once stopping (never negative); ``None`` while running."""
@@ -216,33 +231,61 @@ class Run:
                 self._budget -= 1
             return True
 
-    def unreserve(self) -> None:
-        """A reserved claim did not happen or found nothing: give it back."""
+    def reserve_many(self, wanted: int) -> int:
+        """How many of ``wanted`` leases a batch may claim: all of them, or what is left of
+        ``max_messages`` (taken from it); 0 once stopping."""
+        with self._lock:
+            if self.stopping or self.done or self._budget == 0:
+                return 0
+            if self._budget is None:
+                return wanted
+            granted = min(wanted, self._budget)
+            self._budget -= granted
+            return granted
+
+    def unreserve(self, claims: int = 1) -> None:
+        """Reserved claims that did not happen or found nothing: give them back."""
         with self._lock:
             if self._budget is not None:
-                self._budget += 1
+                self._budget += claims
 
     def nothing_claimed(self) -> float | None:
-        """A claim found nothing: the idle pause, or ``None`` when the slot should end."""
+        """A claim found nothing: the idle pause, or ``None`` when the slot should end.
+
+        With ``until_empty`` the slot ends only once no other slot holds a lease: until then
+        a settle still to come may free its group, and on PostgreSQL a claim skips the groups
+        that another slot's ack has locked (``SKIP LOCKED``), so an empty claim then proves
+        nothing. Two slots whose last acks ran side by side would otherwise both end with
+        their groups' next messages left behind.
+        """
         self.unreserve()
         with self._lock:
-            if self._until_empty or self.stopping:
+            if self.stopping or (self._until_empty and not self._held):
                 return None
         return self.options.poll_interval
 
     def claimed(self, lease: Lease[Any], seconds: float) -> None:
         """A claim that took ``seconds`` returned ``lease``: it is held from now on."""
+        self.claimed_many((lease,), seconds)
+
+    def claimed_many(self, leases: tuple[Lease[Any], ...], seconds: float) -> None:
+        """A claim (or a batch) that took ``seconds`` returned ``leases``: each is held from
+        now on; one claim latency for them all."""
         with self._lock:
-            self._held[lease.locked_by] = lease
-        self._count("claimed")
+            for lease in leases:
+                self._held[lease.locked_by] = lease
+        debug = log.isEnabledFor(logging.DEBUG)  # a batch's hot path: no fields built for nothing
+        for _ in leases:
+            self._count("claimed")
         self._observer.claim_latency(seconds)
-        log.debug(
-            "claimed %s seq %d (delivery %d)",
-            lease.group_id,
-            lease.seq,
-            lease.deliveries,
-            extra=_fields(lease),
-        )
+        for lease in leases if debug else ():
+            log.debug(
+                "claimed %s seq %d (delivery %d)",
+                lease.group_id,
+                lease.seq,
+                lease.deliveries,
+                extra=_fields(lease),
+            )
 
     # -- the handler -----------------------------------------------------------------------
     def handling(self) -> None:
@@ -270,8 +313,8 @@ class Run:
         if own is not None:
             self._settled_by_handler(lease, *own)
             return None
-        if isinstance(outcome, Returned):
-            return Ack(lease, self.options, fused=self.reserve())
+        if isinstance(outcome, Returned):  # a batching run claims in batches, never fused
+            return Ack(lease, self.options, fused=self.batches is None and self.reserve())
         if isinstance(outcome, Interrupted):
             self._interrupt(lease, outcome.error)
             return Nack(lease, 0.0, release=True)
@@ -338,13 +381,12 @@ class Run:
         """``op`` (an ack, nack or dead-letter, after its handler) returned ``done`` after
         ``seconds``: count it; the next lease when it was an ack fused with a claim."""
         lease = op.lease
-        if not done.ok:
+        if isinstance(op, Ack):
+            self.acked(lease, done.ok, op.name)
+        elif not done.ok:
             self._note_lost(lease, op.name)
         elif isinstance(op, Nack) and op.release:
             self._count("released")
-        elif isinstance(op, Ack):
-            self._count("succeeded")
-            log.debug("acked %s seq %d", lease.group_id, lease.seq, extra=_fields(lease))
         elif isinstance(op, Bury):
             self._count("dead_lettered")
             log.info(
@@ -360,6 +402,16 @@ class Run:
                 return None
             self.claimed(done.lease, seconds)
         return done.lease
+
+    def acked(self, lease: Lease[Any], took: bool, what: str) -> None:
+        """The ack of ``lease`` (by ``what``, after its handler) is durable (``took``) or found
+        the lease lost: only now is its handler counted as succeeded."""
+        if not took:
+            self._note_lost(lease, what)
+            return
+        self._count("succeeded")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("acked %s seq %d", lease.group_id, lease.seq, extra=_fields(lease))
 
     def may_retry(self, op: Operation, error: HarelSAError) -> bool:
         """``op`` raised ``error``: try it again after ``poll_interval``? Only for a busy
@@ -439,4 +491,8 @@ class Run:
 
 
 def _nothing() -> None:
+    pass
+
+
+def _ignore(bell: int) -> None:
     pass

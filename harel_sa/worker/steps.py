@@ -1,4 +1,4 @@
-"""What a worker's programs ask their driver to do: five kinds of step, each typed.
+"""What a worker's programs ask their driver to do: seven kinds of step, each typed.
 
 A program (:mod:`~harel_sa.worker.programs`) yields a step; the driver performs it, with
 ``step.sync(driver)`` (threads) or ``await step.aio(driver)`` (tasks), and the step keeps its
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from harel_sa import settlements
 from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
-from harel_sa.worker.operations import Claim, Done, Operation
+from harel_sa.worker.operations import Batch, Claim, Done, Operation, Sent
 from harel_sa.worker.run import RETURNED, Outcome, outcome_of
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ class SyncDriver(Protocol):
 
     def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None: ...
     def wait_slots(self, seconds: float) -> int: ...
+    def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> None: ...
     def abandon(self) -> None: ...
 
 
@@ -42,6 +43,7 @@ class AsyncDriver(Protocol):
 
     async def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None: ...
     async def wait_slots(self, seconds: float) -> int: ...
+    async def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> None: ...
     async def abandon(self) -> None: ...
 
 
@@ -62,6 +64,27 @@ class Call:
     async def aio(self, d: AsyncDriver) -> None:
         try:
             self.result = await self.op.on_async(d.transport)
+        except HarelSAError as error:
+            self.result = error
+
+
+@dataclass(slots=True)
+class Send:
+    """Perform ``batch`` on the transport -> ``result``: what it returned, or the harel_sa
+    error it raised."""
+
+    batch: Batch
+    result: Sent | HarelSAError = field(default_factory=lambda: Sent((), ()))
+
+    def sync(self, d: SyncDriver) -> None:
+        try:
+            self.result = self.batch.on(d.transport)
+        except HarelSAError as error:
+            self.result = error
+
+    async def aio(self, d: AsyncDriver) -> None:
+        try:
+            self.result = await self.batch.on_async(d.transport)
         except HarelSAError as error:
             self.result = error
 
@@ -113,6 +136,25 @@ class Wait:
 
 
 @dataclass(slots=True)
+class Bell:
+    """Wait up to ``seconds`` (``None``: as long as it takes) for ``bell`` to ring (the run
+    rings a batching slot's bell when it hands it a lease or the batcher ends, the batcher's
+    when an ack or a free slot wants it, every bell on a stop); a ring that came before the
+    wait ends it at once. ``idle``: the batcher's idle wait after a claim found fewer messages
+    than it asked for (the poll)."""
+
+    bell: int
+    seconds: float | None
+    idle: bool = False
+
+    def sync(self, d: SyncDriver) -> None:
+        d.wait_bell(self.bell, self.seconds, self.idle)
+
+    async def aio(self, d: AsyncDriver) -> None:
+        await d.wait_bell(self.bell, self.seconds, self.idle)
+
+
+@dataclass(slots=True)
 class WaitSlots:
     """Wait up to ``seconds`` for a slot to end -> ``alive``: how many are still running."""
 
@@ -137,5 +179,5 @@ class Abandon:
         await d.abandon()
 
 
-Step = Call | Handle | Wait | WaitSlots | Abandon
+Step = Call | Send | Handle | Wait | Bell | WaitSlots | Abandon
 Program = Generator[Step, None, None]

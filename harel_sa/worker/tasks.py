@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Generic, Unpack
@@ -56,6 +57,8 @@ class AsyncWorker(Generic[E]):
         self._slots: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._finished = asyncio.Event()
+        self._bells: list[asyncio.Event] = []
+        self._loop_thread = 0
 
     async def run(
         self, *, max_messages: int | None = None, until_empty: bool = False
@@ -66,6 +69,9 @@ class AsyncWorker(Generic[E]):
         self._loop = loop = asyncio.get_running_loop()
         self._wake, self._finished = asyncio.Event(), asyncio.Event()
         run.on_stop = self._wake.set
+        self._bells = [asyncio.Event() for _ in range(self.options.concurrency + 1)]
+        self._loop_thread = threading.get_ident()
+        run.on_ring = self._ring
         self._run = run
         twin = self._twin()
         beat = self._heartbeat(run, loop, twin)
@@ -73,8 +79,8 @@ class AsyncWorker(Generic[E]):
         try:
             with _loop_signals(self.handle_signals, loop, run):
                 self._slots = [
-                    asyncio.create_task(self._drive_slot(run))
-                    for _ in range(self.options.concurrency)
+                    asyncio.create_task(self._drive_slot(run, program))
+                    for program in programs.team(run)
                 ]
                 beat.start()
                 await self._drive(programs.supervise(run))
@@ -130,6 +136,25 @@ class AsyncWorker(Generic[E]):
                 waiting.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
 
+    async def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> None:
+        ringing = self._bells[bell]
+        if seconds is None:
+            await ringing.wait()
+        elif not ringing.is_set():
+            with suppress(TimeoutError):
+                async with asyncio.timeout(seconds):
+                    await ringing.wait()
+        ringing.clear()  # the program looks at the run again next: nothing rung is missed
+
+    def _ring(self, bell: int) -> None:
+        if threading.get_ident() == self._loop_thread:
+            self._bells[bell].set()
+            return
+        loop = self._loop
+        if loop is not None:
+            with suppress(RuntimeError):  # the loop is closed: the run is over
+                loop.call_soon_threadsafe(self._bells[bell].set)
+
     async def wait_slots(self, seconds: float) -> int:
         alive = [t for t in self._slots if not t.done()]
         if alive:
@@ -143,9 +168,9 @@ class AsyncWorker(Generic[E]):
         await asyncio.gather(*self._slots, return_exceptions=True)
 
     # -- the driving -----------------------------------------------------------------------
-    async def _drive_slot(self, run: Run) -> None:
+    async def _drive_slot(self, run: Run, program: Program) -> None:
         try:
-            await self._drive(programs.slot(run))
+            await self._drive(program)
         except asyncio.CancelledError:
             raise
         except BaseException as error:

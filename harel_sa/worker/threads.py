@@ -57,6 +57,7 @@ class Worker(Generic[E]):
         self._slots: list[threading.Thread] = []
         self._wake = threading.Event()
         self._finished = threading.Event()
+        self._bells: list[threading.Event] = []
 
     def run(self, *, max_messages: int | None = None, until_empty: bool = False) -> WorkerStats:
         """Work until stopped (:meth:`stop`, SIGTERM, SIGINT); return what was done.
@@ -72,12 +73,14 @@ class Worker(Generic[E]):
         run = Run(self.options, max_messages, until_empty)
         self._wake, self._finished = threading.Event(), threading.Event()
         run.on_stop = self._wake.set
+        self._bells = [threading.Event() for _ in range(self.options.concurrency + 1)]
+        run.on_ring = self._ring
         self._run = run
         beat = Heartbeat(run, lambda lease: self.transport.extend(lease, self.options.visibility))
         run.started(self.transport.database, self.transport.prefix, "threads")
         try:
             with _signals(self.handle_signals, run):
-                self._slots = [self._start(run) for _ in range(self.options.concurrency)]
+                self._slots = [self._start(run, program) for program in programs.team(run)]
                 beat.start()
                 self._drive(programs.supervise(run))
         finally:
@@ -108,6 +111,14 @@ class Worker(Generic[E]):
             if self.transport.wait_for_messages(min(left, LISTEN_SLICE)):
                 return
 
+    def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> None:
+        ringing = self._bells[bell]
+        ringing.wait(seconds)
+        ringing.clear()  # the program looks at the run again next: nothing rung is missed
+
+    def _ring(self, bell: int) -> None:
+        self._bells[bell].set()
+
     def wait_slots(self, seconds: float) -> int:
         alive = [t for t in self._slots if t.is_alive()]
         if alive:
@@ -118,10 +129,10 @@ class Worker(Generic[E]):
         """Slot threads still running are daemons: they end with the process."""
 
     # -- the driving -----------------------------------------------------------------------
-    def _start(self, run: Run) -> threading.Thread:
+    def _start(self, run: Run, program: Program) -> threading.Thread:
         def slot() -> None:
             try:
-                self._drive(programs.slot(run))
+                self._drive(program)
             except BaseException as error:
                 run.crashed(error)
 

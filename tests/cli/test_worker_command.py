@@ -269,3 +269,16 @@ def test_version_and_debug_anywhere(cli: Cli) -> None:
         done = cli(*args)  # accepted before and after the subcommand: the error is the file's
         assert done.returncode == 2 and "no such database file: x.db" in done.stderr, args
     assert "unrecognized arguments: --frobnicate" in cli("stats", "--frobnicate").stderr
+
+
+def test_batch_and_ack_wait_reach_the_worker(project: Path) -> None:
+    publish(project, "paid", "paid", "paid")
+    env = {"HAREL_SA_DB": "queue.db", "HAREL_SA_ACK_WAIT": "0.01"}
+    done = _run(
+        project, "app:handle", "--until-empty", "--concurrency", "3", "--batch", "3", env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "concurrency=3 " in done.stderr and " batch=3 ack_wait=0.01s" in done.stderr
+    assert done.stdout.count("handled") == 3
+    bad = _run(project, "app:handle", "--batch", "0", env=env)
+    assert bad.returncode == 2 and "--batch" in one_line_error(bad)

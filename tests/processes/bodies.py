@@ -20,6 +20,7 @@ import os
 import random
 import signal
 import sqlite3
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -28,7 +29,7 @@ from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
-from harel_sa import AsyncSqliteTransport, Event, Lease, SqliteTransport, schema_for
+from harel_sa import AsyncSqliteTransport, Event, Lease, SqliteTransport, Worker, schema_for
 from tests import checks
 
 NAMES = schema_for().names
@@ -239,6 +240,7 @@ class WorkerConfig:
     handle_max: float = 0.003  # seconds a handling takes at most (uniform)
     slow_share: float = 0.0  # share of handlings that outlast the visibility, kept by extend
     fused_share: float = 0.3  # share of acks done as ack_and_claim
+    batch: int = 1  # above 1: a batching harel_sa Worker (batch = concurrency) instead
     seed: int = 0
 
     @property
@@ -264,9 +266,12 @@ def _work(cfg: WorkerConfig) -> None:
     t = open_transport(
         cfg.path, cfg.kind, clock=clock, busy_timeout=60, synchronous=cfg.synchronous
     )
-    killer = Killer(cfg.plan, log, cfg.phases, cfg.slot)
+    killer = (ThreadKiller if cfg.batch > 1 else Killer)(cfg.plan, log, cfg.phases, cfg.slot)
     if cfg.kind == "sync":
         t._db.raw.set_trace_callback(killer.trace)
+    if cfg.batch > 1:
+        _work_batched(cfg, t, killer, log, rng, clock)
+        return
     # A connection of the worker's own, to look at its group from outside the transport.
     check = sqlite3.connect(cfg.path, isolation_level=None, timeout=60)
     lease: Lease[Any] | None = None
@@ -304,17 +309,7 @@ def _work(cfg: WorkerConfig) -> None:
             time.sleep(rng.uniform(0, cfg.handle_max / 2))
         t2 = time.monotonic()
         live = expiry is not None and clock() < expiry  # the lease held all through [t1, t2]
-        log.write(
-            g=lease.group_id,
-            seq=lease.seq,
-            id=lease.event.id,
-            t1=t1,
-            t2=t2,
-            live=live,
-            check=verdict,
-            d=lease.deliveries,
-            w=cfg.name,
-        )
+        _log_handling(log, cfg, lease, t1, t2, live, verdict)
         killer.enter("ack")
         if rng.random() < cfg.fused_share:
             ok, nxt = t.ack_and_claim(lease, cfg.name, vis)
@@ -325,6 +320,126 @@ def _work(cfg: WorkerConfig) -> None:
         lease = nxt
     t.close()
     check.close()
+
+
+class ThreadKiller(Killer):
+    """A :class:`Killer` whose current operation is the calling thread's: in a worker with
+    a batcher, slot threads and a heartbeat, the statement the trace callback sees runs in
+    the thread that made the call."""
+
+    _local = threading.local()
+
+    @property
+    def op(self) -> str:
+        return getattr(self._local, "op", "idle")
+
+    @op.setter
+    def op(self, value: str) -> None:
+        self._local.op = value
+
+
+def _work_batched(
+    cfg: WorkerConfig,
+    t: Any,
+    killer: Killer,
+    log: Log,
+    rng: random.Random,
+    clock: Callable[[], float],
+) -> None:
+    """The worker as a batching :class:`~harel_sa.Worker` (``batch`` slots and leases a
+    batch): its handler checks the group and logs the handling, its calls are marked for the
+    kill points (a batch that acks is an ``ack``, one that only claims a ``claim``) and its
+    acks logged as they return. It runs until killed."""
+    vis = cfg.visibility
+    local = threading.local()  # a connection of each handler thread, to look at its group
+    live_at_ack: dict[str, bool] = {}
+
+    def checker() -> sqlite3.Connection:
+        if not hasattr(local, "check"):
+            local.check = sqlite3.connect(cfg.path, isolation_level=None, timeout=60)
+        conn: sqlite3.Connection = local.check
+        return conn
+
+    def marked(op: str, call: Callable[..., Any], acks: bool = False) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            killer.enter(op)
+            result = call(*args, **kwargs)
+            killer.at(op, "returned")
+            if acks:
+                oks = result[0] if isinstance(result, tuple) else result
+                for lease, ok in zip(args[0], oks, strict=True):
+                    log.write(acked=lease.event.id, ok=ok, live=live_at_ack.pop(lease.token, False))
+            killer.enter("idle")
+            return result
+
+        return run
+
+    t.claim_many = marked("claim", t.claim_many)
+    t.ack_many = marked("ack", t.ack_many, acks=True)
+    t.ack_many_and_claim_many = marked("ack", t.ack_many_and_claim_many, acks=True)
+    t.extend = marked("extend", t.extend)
+
+    def handle(lease: Lease[Any]) -> None:
+        try:
+            t1 = time.monotonic()
+            _, verdict = _check_group(checker(), lease, clock)
+            killer.enter("handle")
+            if killer_wants(killer, "extend") or rng.random() < cfg.slow_share:
+                time.sleep(0.6 * vis)  # outlives its lease: the heartbeat keeps it
+                killer.at("handle", "middle")
+                time.sleep(0.6 * vis)
+            else:
+                time.sleep(rng.uniform(0, cfg.handle_max / 2))
+                killer.at("handle", "middle")
+                time.sleep(rng.uniform(0, cfg.handle_max / 2))
+            t2 = time.monotonic()
+            # Still ours at the end: nobody claimed the message meanwhile (a claim re-tokens it).
+            mine = (
+                checker()
+                .execute(
+                    f"SELECT lock_expiry FROM {M} WHERE seq = ? AND locked_by = ?",
+                    (lease.seq, lease.locked_by),
+                )
+                .fetchone()
+            )
+            live = verdict == "ok" and mine is not None and clock() < float(mine[0])
+            live_at_ack[lease.token] = live
+            _log_handling(log, cfg, lease, t1, t2, live, verdict)
+            killer.enter("idle")
+        except BaseException:
+            with open(Path(cfg.log_dir) / f"error-handle-{cfg.slot}-{cfg.incarnation}", "a") as f:
+                f.write(traceback.format_exc())
+            raise
+
+    worker = Worker(
+        t,
+        handle,
+        worker_id=cfg.name,
+        visibility=vis,
+        concurrency=cfg.batch,
+        batch=cfg.batch,
+        max_deliveries=None,  # as the plain loop: kills may deliver a message many times
+        poll_interval=0.002,
+        handle_signals=False,
+    )
+    worker.run()
+
+
+def _log_handling(
+    log: Log, cfg: WorkerConfig, lease: Lease[Any], t1: float, t2: float, live: bool, check: str
+) -> None:
+    """One handling, logged before its ack is sent."""
+    log.write(
+        g=lease.group_id,
+        seq=lease.seq,
+        id=lease.event.id,
+        t1=t1,
+        t2=t2,
+        live=live,
+        check=check,
+        d=lease.deliveries,
+        w=cfg.name,
+    )
 
 
 def killer_wants(killer: Killer, op: str) -> bool:

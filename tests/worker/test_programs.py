@@ -67,6 +67,18 @@ def test_a_fused_ack_that_finds_nothing_goes_back_to_claiming() -> None:
     assert run.stats().succeeded == 1
 
 
+def test_until_empty_an_empty_claim_waits_while_another_slot_holds_a_lease() -> None:
+    run = new_run(until_empty=True)
+    holder, other = p.slot(run), p.slot(run)
+    handling = claimed(holder, lease(1))
+    assert claimed(other, None) == Wait(OPTIONS.poll_interval, wake_on_stop=True)
+    ack = handled(holder, handling)
+    ack.result = Done(True, None)  # the fused claim finds nothing either
+    assert claimed(holder, None) is None  # no other slot holds a lease: it ends
+    assert claimed(other, None) is None  # and so does this one, looking again
+    assert run.stats().succeeded == 1
+
+
 def test_an_empty_claim_polls_then_claims_again() -> None:
     program = p.slot(new_run())
     step = claimed(program, None)
