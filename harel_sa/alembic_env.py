@@ -28,9 +28,8 @@ from sqlalchemy import (
     event,
     make_url,
 )
-from sqlalchemy.engine import URL
-from sqlalchemy.exc import ArgumentError
 
+from harel_sa.postgres.connect import is_postgresql
 from harel_sa.schema import DEFAULT_PREFIX, Names, metadata, migration_lock, on_dialect
 from harel_sa.sqlite.connection import sqlite_url
 from harel_sa.state import read
@@ -118,18 +117,6 @@ def sync_url(target: object) -> str:
     """
     url = sqlite_url(target.url if isinstance(target, Engine) else target)
     return url.set(drivername="sqlite").render_as_string(hide_password=False)
-
-
-def is_postgresql(target: object) -> bool:
-    """Whether ``target`` (a URL string, :class:`URL` or Engine) names a PostgreSQL database."""
-    if isinstance(target, Engine):
-        return target.dialect.name == "postgresql"
-    if isinstance(target, URL) or (isinstance(target, str) and "://" in target):
-        try:
-            return make_url(target).get_backend_name() == "postgresql"
-        except ArgumentError:
-            return False
-    return False
 
 
 def migration_url(target: object) -> str:

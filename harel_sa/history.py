@@ -20,8 +20,9 @@ from alembic.script import ScriptDirectory
 from alembic.script.revision import RevisionError
 from alembic.util import CommandError
 
-from harel_sa.alembic_env import FORCE_OPTION, PREFIX_OPTION, is_postgresql, migration_url, sync_url
+from harel_sa.alembic_env import FORCE_OPTION, PREFIX_OPTION, migration_url, sync_url
 from harel_sa.errors import InvalidArgumentError
+from harel_sa.postgres.connect import is_postgresql
 from harel_sa.schema import DEFAULT_PREFIX, Names
 from harel_sa.sqlite.startup import read_target
 from harel_sa.state import State

@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
+    DOUBLE_PRECISION,
     REAL,
     BigInteger,
     Column,
@@ -25,7 +26,6 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.postgresql import DOUBLE_PRECISION
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.schema import CreateColumn
 from sqlalchemy.sql.compiler import DDLCompiler

@@ -20,6 +20,7 @@ from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError
 
 from harel_sa import Names, SchemaError, SqliteTransport
+from harel_sa.postgres.connect import is_postgresql
 from harel_sa.sqlite.connection import read_only_url
 from harel_sa.sqlite.startup import read_target
 from harel_sa.state import State
@@ -117,21 +118,10 @@ def target(args: argparse.Namespace, *, must_exist: bool) -> Target:
     return found
 
 
-def on_server(url: str | None) -> bool:
-    """Whether ``url`` names a PostgreSQL database (``postgresql://``, ``postgresql+psycopg://``)
-    rather than a SQLite file."""
-    if not url or "://" not in url:
-        return False
-    try:
-        return make_url(url).get_backend_name() == "postgresql"
-    except ArgumentError:
-        return False
-
-
 def queue_target(args: argparse.Namespace, *, must_exist: bool) -> Target:
     """:func:`target`, or a PostgreSQL database for a ``postgresql://`` ``--url`` (nothing on
     disk to check: the transport checks the schema when it opens)."""
-    if on_server(args.url):
+    if is_postgresql(args.url):
         return Target(args.url, None, prefix(args.prefix), is_url=True)
     return target(args, must_exist=must_exist)
 
@@ -139,7 +129,7 @@ def queue_target(args: argparse.Namespace, *, must_exist: bool) -> Target:
 def open_queue(t: Target, *, create_schema: bool = False) -> Any:
     """The sync transport on ``t``: SQLite's (:meth:`Target.open`) or PostgreSQL's, its schema
     checked (or, with ``create_schema``, brought to head)."""
-    if t.path is None and on_server(t.api):
+    if t.path is None and is_postgresql(t.api):
         from harel_sa import PostgresTransport
 
         return PostgresTransport(t.api, prefix=t.prefix, create_schema=create_schema)

@@ -30,6 +30,7 @@ from harel_sa.cli.common import (
     table,
     target,
 )
+from harel_sa.postgres.connect import is_postgresql
 from harel_sa.schema import HEAD_REVISION
 from harel_sa.sqlite.startup import read_target
 
@@ -144,19 +145,13 @@ def _alembic() -> Iterator[None]:
 def _target(args: argparse.Namespace, *, must_exist: bool) -> Target:
     """``--db``/``--url`` as :func:`~harel_sa.cli.common.target` checks it; a
     ``postgresql://`` URL names a database on a server (nothing to check on disk)."""
-    if args.url and _postgresql(args.url):
+    if args.url and is_postgresql(args.url):
         return Target(args.url, None, prefix(args.prefix), is_url=True)
     return target(args, must_exist=must_exist)
 
 
-def _postgresql(url: str) -> bool:
-    from harel_sa.alembic_env import is_postgresql
-
-    return is_postgresql(url)
-
-
 def _state(t: Target, version_table: str | None = None) -> State:
-    if t.path is None and _postgresql(t.api):
+    if t.path is None and is_postgresql(t.api):
         from harel_sa.postgres.connect import read_state
 
         try:
@@ -172,7 +167,7 @@ def _state(t: Target, version_table: str | None = None) -> State:
 
 def _shown(t: Target) -> str:
     """The database as messages name it (a URL's password hidden)."""
-    if t.path is None and _postgresql(t.api):
+    if t.path is None and is_postgresql(t.api):
         from sqlalchemy import make_url
 
         return make_url(t.api).render_as_string(hide_password=True)

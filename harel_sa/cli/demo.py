@@ -24,12 +24,12 @@ from harel_sa.cli.common import (
     add_db_options,
     add_json_option,
     emit,
-    on_server,
     open_queue,
     queue_target,
     table,
 )
 from harel_sa.cli.progress import ProgressBar
+from harel_sa.postgres.connect import is_postgresql
 from harel_sa.sqlite.connection import connect_read_only
 
 DEFAULT_DB = "harel-demo.db"
@@ -111,7 +111,7 @@ def _prepare(t: Target, fresh: bool, yes: bool) -> None:
     harel_sa did not create; a file that also holds other tables is refused unless ``--yes``.
     """
     names = Names(t.prefix)
-    if fresh and not on_server(t.api) and (t.path is None or os.path.exists(t.path)):
+    if fresh and not is_postgresql(t.api) and (t.path is None or os.path.exists(t.path)):
         with closing(connect_read_only(t.api)) as conn:
             tables = {str(r[0]).lower() for r in conn.execute(_TABLES)}
         others = sorted(tables - {*names.tables, names.version_table})

@@ -29,7 +29,8 @@ from harel_sa import (
     Worker,
 )
 from harel_sa.cli import logs
-from harel_sa.cli.common import OK, CliError, Commands, Target, on_server, open_queue, queue_target
+from harel_sa.cli.common import OK, CliError, Commands, Target, open_queue, queue_target
+from harel_sa.postgres.connect import is_postgresql
 from harel_sa.worker import DEFAULT_ACK_WAIT, DEFAULT_MAX_DELIVERIES, WorkerStats
 
 log = logging.getLogger("harel_sa.cli")
@@ -266,7 +267,7 @@ async def _run_async(
     t: Target, handler: Callable[..., Any], options: dict[str, Any], run: dict[str, Any]
 ) -> WorkerStats:
     queue: Any
-    if t.path is None and on_server(t.api):
+    if t.path is None and is_postgresql(t.api):
         from harel_sa import AsyncPostgresTransport  # needs the postgres extra
 
         queue = await AsyncPostgresTransport.create(t.api, prefix=t.prefix, create_schema=False)

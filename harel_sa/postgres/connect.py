@@ -15,6 +15,18 @@ from harel_sa.state import State, read
 DRIVERS = ("", "psycopg", "psycopg2", "psycopg_async", "asyncpg", "pg8000")
 
 
+def is_postgresql(target: object) -> bool:
+    """Whether ``target`` (a URL string, :class:`URL` or Engine) names a PostgreSQL database."""
+    if isinstance(target, Engine):
+        return target.dialect.name == "postgresql"
+    if isinstance(target, URL) or (isinstance(target, str) and "://" in target):
+        try:
+            return make_url(target).get_backend_name() == "postgresql"
+        except ArgumentError:
+            return False
+    return False
+
+
 def postgres_url(target: object) -> URL:
     """The URL of ``target``: a ``postgresql://`` URL string, a :class:`URL` or an Engine."""
     if isinstance(target, Engine):

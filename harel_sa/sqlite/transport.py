@@ -79,7 +79,7 @@ class SqliteTransport(Generic[E]):
 
     def _run(self, call: Call[T]) -> T:
         db = self._db
-        if db is not None:
+        if db is not None and db.watch.blocked:
             db.watch.before()  # before the lock: one a parent's thread held at fork() stays held
         with self._lock:
             if self._db is None:

@@ -36,11 +36,13 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from time import monotonic
 from typing import TypeVar
 
 from harel_sa.errors import DatabaseReplacedError, ForkedError
+from harel_sa.sqlite.driver import translate
 
 T = TypeVar("T")
 FileId = tuple[int, int]  # (st_dev, st_ino)
@@ -63,6 +65,7 @@ _open: collections.Counter[FileId] = collections.Counter()  # files our transpor
 _open_lock = threading.Lock()  # connections open and close on aiosqlite's threads too
 _inherited: set[FileId] = set()  # files a parent of this process had open when it forked
 _abandoned: list[object] = []  # connections inherited from a parent: kept alive, never closed
+_watches: weakref.WeakSet[Watch] = weakref.WeakSet()  # every watch of this process
 
 
 def _after_fork_in_child() -> None:
@@ -71,6 +74,8 @@ def _after_fork_in_child() -> None:
     _open_lock = threading.Lock()  # a parent's thread may have held it at the fork
     _inherited.update(file for file, count in _open.items() if count > 0)
     _open.clear()
+    for watch in list(_watches):
+        watch.blocked = True
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -119,6 +124,8 @@ class Watch:
     """The checks around each operation on one connection (see the module's docstring)."""
 
     __slots__ = (
+        "__weakref__",
+        "blocked",
         "busy_timeout",
         "file",
         "generation",
@@ -142,6 +149,10 @@ class Watch:
             with _open_lock:
                 _open[self.file] += 1
         self.lost: str | None = None
+        #: Whether :meth:`before` refuses (a forked child, a file found replaced): one attribute
+        #: read on the hot path instead of a call.
+        self.blocked = False
+        _watches.add(self)
         self.ops = 0
         self.next_file_check = 0.0
         self.next_wal_check = WAL_CHECK_EVERY
@@ -168,9 +179,13 @@ class Watch:
 
     def run(self, call: Callable[[sqlite3.Connection], T], conn: sqlite3.Connection) -> T:
         """``call(conn)``, the file checked after it (see the module's docstring) and the log's
-        size looked at every :data:`WAL_CHECK_EVERY` calls; the caller ran :meth:`before`."""
+        size looked at every :data:`WAL_CHECK_EVERY` calls; the caller ran :meth:`before`.
+        A driver error leaves typed (:func:`~harel_sa.sqlite.driver.translate`)."""
         try:
             result = call(conn)
+        except sqlite3.DatabaseError as exc:
+            self._check_file(conn)
+            raise translate(exc) from exc
         except BaseException:
             self._check_file(conn)
             raise
@@ -202,6 +217,7 @@ class Watch:
             if (st.st_dev, st.st_ino) == self.file:
                 return
             what = "replaced by another file"
+        self.blocked = True
         self.lost = (
             f"{self.path} was {what} after this transport opened it: its writes since went to "
             "a file nobody else will see. Close the transport and open a new one on the file "

@@ -145,6 +145,11 @@ class Batches:
                 return Sleep(self._short_until - now, idle=True)
             return Sleep(LONG)
 
+    def heard(self) -> None:
+        """The transport heard of a message during the idle poll: claim for free slots now."""
+        with self._lock:
+            self._short_until = 0.0
+
     def sent(self, batch: Batch, sent: Sent, seconds: float) -> None:
         """``batch`` committed with ``sent`` after ``seconds``: count its acks, hand its leases
         to free slots (a stop meanwhile leaves them held, to be released)."""

@@ -126,7 +126,10 @@ def batcher(run: Run, batches: Batches) -> Program:
         if what is None:
             return
         if isinstance(what, Sleep):
-            yield Bell(BATCHER, what.seconds, idle=what.idle)
+            bell = Bell(BATCHER, what.seconds, idle=what.idle)
+            yield bell
+            if bell.heard:
+                batches.heard()
             continue
         yield from send(run, batches, what)
 

@@ -27,6 +27,13 @@ ASYNC_TRANSPORTS = (
     ("harel_sa.postgres.aio", "AsyncPostgresTransport"),
 )
 
+#: The transports whose ``wait_for_messages`` ends when a message arrives (PostgreSQL's
+#: ``LISTEN``); the others' only sleeps, so a worker on them waits on its own events alone.
+NOTIFYING_TRANSPORTS = (
+    ("harel_sa.postgres.transport", "PostgresTransport"),
+    ("harel_sa.postgres.aio", "AsyncPostgresTransport"),
+)
+
 
 class Queue(Protocol[E]):
     """The calls a :class:`~harel_sa.Worker` makes (each safe to make from several threads)."""
@@ -138,3 +145,8 @@ def known(transports: Sequence[tuple[str, str]]) -> tuple[type, ...]:
     return tuple(
         getattr(sys.modules[module], name) for module, name in transports if module in sys.modules
     )
+
+
+def notifies(transport: object) -> bool:
+    """Whether ``transport`` hears of new messages (one of :data:`NOTIFYING_TRANSPORTS`)."""
+    return isinstance(transport, known(NOTIFYING_TRANSPORTS))

@@ -31,7 +31,7 @@ class SyncDriver(Protocol):
 
     def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None: ...
     def wait_slots(self, seconds: float) -> int: ...
-    def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> None: ...
+    def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> bool: ...
     def abandon(self) -> None: ...
 
 
@@ -43,7 +43,7 @@ class AsyncDriver(Protocol):
 
     async def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None: ...
     async def wait_slots(self, seconds: float) -> int: ...
-    async def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> None: ...
+    async def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> bool: ...
     async def abandon(self) -> None: ...
 
 
@@ -141,17 +141,19 @@ class Bell:
     rings a batching slot's bell when it hands it a lease or the batcher ends, the batcher's
     when an ack or a free slot wants it, every bell on a stop); a ring that came before the
     wait ends it at once. ``idle``: the batcher's idle wait after a claim found fewer messages
-    than it asked for (the poll)."""
+    than it asked for (the poll), which also ends when the transport hears of a message
+    -> ``heard``."""
 
     bell: int
     seconds: float | None
     idle: bool = False
+    heard: bool = False
 
     def sync(self, d: SyncDriver) -> None:
-        d.wait_bell(self.bell, self.seconds, self.idle)
+        self.heard = d.wait_bell(self.bell, self.seconds, self.idle)
 
     async def aio(self, d: AsyncDriver) -> None:
-        await d.wait_bell(self.bell, self.seconds, self.idle)
+        self.heard = await d.wait_bell(self.bell, self.seconds, self.idle)
 
 
 @dataclass(slots=True)

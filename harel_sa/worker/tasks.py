@@ -22,7 +22,7 @@ from harel_sa.events import E, Lease
 from harel_sa.worker import programs
 from harel_sa.worker.heartbeat import Heartbeat, LoopProbe
 from harel_sa.worker.options import WorkerKwargs, checked, options_from
-from harel_sa.worker.queues import ASYNC_TRANSPORTS, AsyncQueue, Queue
+from harel_sa.worker.queues import ASYNC_TRANSPORTS, AsyncQueue, Queue, notifies
 from harel_sa.worker.run import Run, WorkerStats
 from harel_sa.worker.steps import Program
 from harel_sa.worker.threads import SIGNALS, on_main_thread
@@ -52,6 +52,7 @@ class AsyncWorker(Generic[E]):
     ) -> None:
         self.transport, self.handler = checked(transport, ASYNC_TRANSPORTS, handler)
         self.options, self.handle_signals = options_from(kwargs)
+        self._listens = notifies(transport)
         self._run: Run | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots: list[asyncio.Task[None]] = []
@@ -125,26 +126,43 @@ class AsyncWorker(Generic[E]):
 
     # -- what the steps ask of the driver --------------------------------------------------
     async def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None:
-        event = self._wake if wake_on_stop else self._finished
-        waits: set[asyncio.Future[bool]] = {asyncio.ensure_future(event.wait())}
-        if listen:  # or until the transport hears of a message
-            waits.add(asyncio.ensure_future(self.transport.wait_for_messages(seconds)))
-        try:
-            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiting in waits:
-                waiting.cancel()
-            await asyncio.gather(*waits, return_exceptions=True)
+        await self._wait_or_hear(self._wake if wake_on_stop else self._finished, seconds, listen)
 
-    async def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> None:
+    async def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> bool:
         ringing = self._bells[bell]
+        heard = False
         if seconds is None:
             await ringing.wait()
         elif not ringing.is_set():
+            heard = await self._wait_or_hear(ringing, seconds, idle)
+        ringing.clear()  # the program looks at the run again next: nothing rung is missed
+        return heard
+
+    async def _wait_or_hear(self, event: asyncio.Event, seconds: float, listen: bool) -> bool:
+        """Wait up to ``seconds`` for ``event`` or, when ``listen`` and the transport hears of
+        messages (PostgreSQL), for a message to arrive (then ``True``), whichever comes first."""
+        if not (listen and self._listens):  # SQLite's wait_for_messages only sleeps
             with suppress(TimeoutError):
                 async with asyncio.timeout(seconds):
-                    await ringing.wait()
-        ringing.clear()  # the program looks at the run again next: nothing rung is missed
+                    await event.wait()
+            return False
+        rung = asyncio.ensure_future(event.wait())
+        hearing = asyncio.ensure_future(self.transport.wait_for_messages(seconds))
+        try:
+            await asyncio.wait(
+                (rung, hearing), timeout=seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiting in (rung, hearing):
+                waiting.cancel()
+            await asyncio.gather(rung, hearing, return_exceptions=True)
+        # A wait that failed (a lost connection) is the next claim's to report.
+        return (
+            hearing.done()
+            and not hearing.cancelled()
+            and hearing.exception() is None
+            and hearing.result()
+        )
 
     def _ring(self, bell: int) -> None:
         if threading.get_ident() == self._loop_thread:

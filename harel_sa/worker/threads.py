@@ -20,12 +20,15 @@ from harel_sa.events import E, Lease
 from harel_sa.worker import programs
 from harel_sa.worker.heartbeat import Heartbeat
 from harel_sa.worker.options import WorkerKwargs, checked, options_from
-from harel_sa.worker.queues import SYNC_TRANSPORTS, Queue
+from harel_sa.worker.queues import SYNC_TRANSPORTS, Queue, notifies
 from harel_sa.worker.run import Run, WorkerStats
 from harel_sa.worker.steps import Program
 
 #: How long one wait on the transport lasts at most, so that a stop is seen that soon.
 LISTEN_SLICE = 0.1
+#: The same for a batching run's idle batcher, which an ack also rings: an ack waits for
+#: its commit at most this much longer while the worker is idle.
+IDLE_BELL_SLICE = 0.02
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)  # each asks the run to stop
 
@@ -53,6 +56,7 @@ class Worker(Generic[E]):
     ) -> None:
         self.transport, self.handler = checked(transport, SYNC_TRANSPORTS, handler)
         self.options, self.handle_signals = options_from(kwargs)
+        self._listens = notifies(transport)
         self._run: Run | None = None
         self._slots: list[threading.Thread] = []
         self._wake = threading.Event()
@@ -102,19 +106,30 @@ class Worker(Generic[E]):
     # -- what the steps ask of the driver --------------------------------------------------
     def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None:
         event = self._wake if wake_on_stop else self._finished
-        if not listen:
+        if listen and self._listens:
+            self._wait_or_hear(event, seconds, LISTEN_SLICE)
+        else:  # SQLite's wait_for_messages only sleeps
             event.wait(seconds)
-            return
-        # In slices, so that a stop is seen within one (the transport's wait is not an Event).
+
+    def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> bool:
+        ringing = self._bells[bell]
+        heard = False
+        if idle and seconds is not None and self._listens:
+            heard = self._wait_or_hear(ringing, seconds, IDLE_BELL_SLICE)
+        else:
+            ringing.wait(seconds)
+        ringing.clear()  # the program looks at the run again next: nothing rung is missed
+        return heard
+
+    def _wait_or_hear(self, event: threading.Event, seconds: float, piece: float) -> bool:
+        """Wait up to ``seconds`` for ``event`` or for the transport to hear of a message
+        (then ``True``), in pieces of ``piece`` seconds: the transport's wait is no Event, so
+        ``event`` is seen only between two pieces."""
         deadline = time.monotonic() + seconds
         while not event.is_set() and (left := deadline - time.monotonic()) > 0:
-            if self.transport.wait_for_messages(min(left, LISTEN_SLICE)):
-                return
-
-    def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> None:
-        ringing = self._bells[bell]
-        ringing.wait(seconds)
-        ringing.clear()  # the program looks at the run again next: nothing rung is missed
+            if self.transport.wait_for_messages(min(left, piece)):
+                return True
+        return False
 
     def _ring(self, bell: int) -> None:
         self._bells[bell].set()

@@ -2,9 +2,9 @@
 
 What makes a message claimable now (publish, publish_many, nack without delay, release)
 notifies in its own transaction; ``wait_for_messages`` hears it, sync and async alike; an idle
-worker with a 30-second poll interval handles a message another process published long before
-its next poll (the order of events, not a timing: the deadline is far past a notification and
-far short of the poll interval).
+worker with a 30-second poll interval, batching or not, handles a message another process
+published long before its next poll (the order of events, not a timing: the deadline is far
+past a notification and far short of the poll interval).
 """
 
 from __future__ import annotations
@@ -104,8 +104,9 @@ def publish_from_another_process(url: str) -> None:
     assert p.exitcode == 0
 
 
+@pytest.mark.parametrize("batch", [1, 4], ids=["one-at-a-time", "batching"])
 def test_an_idle_worker_handles_a_message_published_by_another_process_before_its_poll(
-    pg_url: str,
+    pg_url: str, batch: int
 ) -> None:
     handled = threading.Event()
 
@@ -114,7 +115,9 @@ def test_an_idle_worker_handles_a_message_published_by_another_process_before_it
         handled.set()
 
     with PostgresTransport(pg_url) as q:
-        worker = Worker(q, handler, handle_signals=False, poll_interval=POLL, concurrency=2)
+        worker = Worker(
+            q, handler, handle_signals=False, poll_interval=POLL, concurrency=2, batch=batch
+        )
         running = threading.Thread(target=worker.run)
         running.start()
         try:
@@ -128,7 +131,8 @@ def test_an_idle_worker_handles_a_message_published_by_another_process_before_it
         assert q.stats().messages == 0
 
 
-def test_an_idle_async_worker_handles_it_too(pg_url: str) -> None:
+@pytest.mark.parametrize("batch", [1, 4], ids=["one-at-a-time", "batching"])
+def test_an_idle_async_worker_handles_it_too(pg_url: str, batch: int) -> None:
     async def scenario() -> None:
         handled = asyncio.Event()
 
@@ -137,7 +141,9 @@ def test_an_idle_async_worker_handles_it_too(pg_url: str) -> None:
 
         q: Any = await AsyncPostgresTransport.create(pg_url)
         try:
-            worker = AsyncWorker(q, handler, handle_signals=False, poll_interval=POLL)
+            worker = AsyncWorker(
+                q, handler, handle_signals=False, poll_interval=POLL, concurrency=2, batch=batch
+            )
             running = asyncio.create_task(worker.run())
             await asyncio.to_thread(listening, pg_url)
             await asyncio.to_thread(publish_from_another_process, pg_url)

@@ -189,7 +189,19 @@ def _pytest(test: str, env: dict[str, str], *args: str) -> subprocess.CompletedP
     but ``env``."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("HAREL_SA_")}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", *args, test],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "0",
+            "-q",
+            "-rs",
+            *args,
+            test,
+        ],
         cwd=ROOT,
         env={**base, **env},
         capture_output=True,
