@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg
+from psycopg import pq
 
 from harel_sa.errors import BusyError, ConnectionLostError, HarelSAError, StorageError
 from harel_sa.postgres.operations import Op, Result
@@ -27,17 +28,18 @@ def run(conn: psycopg.Connection[Any], op: Op[T]) -> T:
     """Run ``op``'s program on ``conn`` (an autocommit connection), in one transaction when it
     has a ``begin``."""
     program = op.start()
+    cur = conn.cursor()  # one per operation: a cursor costs more to make than a prepared query
     if op.begin is not None:
-        conn.execute(op.begin)
+        cur.execute(op.begin)
     try:
         step = next(program)
         while True:
-            cur = conn.execute(step.sql, step.params, prepare=True)
-            rows = cur.fetchall() if cur.description is not None else []
+            cur.execute(step.sql, step.params, prepare=True)
+            rows = cur.fetchall() if _has_rows(cur) else []
             step = program.send(Result(rows, cur.rowcount))
     except StopIteration as done:
         if op.begin is not None:
-            conn.execute("COMMIT")
+            cur.execute("COMMIT")
         value: T = done.value
         return value
     except BaseException:
@@ -50,17 +52,18 @@ def run(conn: psycopg.Connection[Any], op: Op[T]) -> T:
 async def arun(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
     """:func:`run`, awaited on an async connection: the same program, step for step."""
     program = op.start()
+    cur = conn.cursor()
     if op.begin is not None:
-        await conn.execute(op.begin)
+        await cur.execute(op.begin)
     try:
         step = next(program)
         while True:
-            cur = await conn.execute(step.sql, step.params, prepare=True)
-            rows = await cur.fetchall() if cur.description is not None else []
+            await cur.execute(step.sql, step.params, prepare=True)
+            rows = await cur.fetchall() if _has_rows(cur) else []
             step = program.send(Result(rows, cur.rowcount))
     except StopIteration as done:
         if op.begin is not None:
-            await conn.execute("COMMIT")
+            await cur.execute("COMMIT")
         value: T = done.value
         return value
     except BaseException:
@@ -68,6 +71,12 @@ async def arun(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
             with contextlib.suppress(psycopg.Error):  # gone: the server rolls back
                 await conn.execute("ROLLBACK")
         raise
+
+
+def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
+    # Not ``cur.description``: it builds the columns' descriptions on every look.
+    result = cur.pgresult
+    return result is not None and result.status == pq.ExecStatus.TUPLES_OK
 
 
 def no_connection(
