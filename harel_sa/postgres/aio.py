@@ -123,13 +123,15 @@ class AsyncPostgresTransport(Generic[E]):
             raise TransportClosedError("the transport is closed")
         for attempt in (1, 2):
             try:
-                async with pool.connection() as conn:
-                    try:
-                        return await arun(conn, op)
-                    except psycopg.Error as exc:
-                        if attempt == 1 and op.retry_safe and lost(exc, conn):
-                            continue
-                        raise translate(exc, conn, self._where) from exc
+                conn = await pool.getconn()  # as the sync twin: no pool.connection() commit
+                try:
+                    return await arun(conn, op)
+                except psycopg.Error as exc:
+                    if attempt == 1 and op.retry_safe and lost(exc, conn):
+                        continue
+                    raise translate(exc, conn, self._where) from exc
+                finally:
+                    await pool.putconn(conn)
             except PoolTimeout as exc:
                 if self._pool is None:
                     raise TransportClosedError("the transport is closed") from exc

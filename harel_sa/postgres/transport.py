@@ -104,13 +104,17 @@ class PostgresTransport(Generic[E]):
             raise TransportClosedError("the transport is closed")
         for attempt in (1, 2):
             try:
-                with pool.connection() as conn:
-                    try:
-                        return run(conn, op)
-                    except psycopg.Error as exc:
-                        if attempt == 1 and op.retry_safe and lost(exc, conn):
-                            continue
-                        raise translate(exc, conn, self._where) from exc
+                # getconn/putconn, not pool.connection(): its ``with conn`` adds a commit that
+                # an autocommit connection does not need; putconn resets or discards.
+                conn = pool.getconn()
+                try:
+                    return run(conn, op)
+                except psycopg.Error as exc:
+                    if attempt == 1 and op.retry_safe and lost(exc, conn):
+                        continue
+                    raise translate(exc, conn, self._where) from exc
+                finally:
+                    pool.putconn(conn)
             except PoolTimeout as exc:
                 if self._pool is None:
                     raise TransportClosedError("the transport is closed") from exc

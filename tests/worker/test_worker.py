@@ -235,7 +235,10 @@ def test_a_worker_stopped_while_retrying_a_busy_ack_and_claim_does_not_claim_aga
     publish(db, "a", "b")
     gate = threading.Event()
     behaviour = Behaviour(gate=gate)
-    running = start(behaviour, busy_timeout=0.05)
+    # The retry waits out poll_interval before it looks at the run again: long enough that the
+    # stop below lands before the retry is sent (a retry already sent when the stop comes
+    # finishes, claim included, as any call in flight does).
+    running = start(behaviour, busy_timeout=0.05, poll_interval=2.0)
     wait_until(behaviour.started.is_set, "the handler to start")
     lock = WriteLock(db)
     try:
