@@ -1,11 +1,10 @@
 """SQLite's transaction brackets and its driver errors as harel_sa's typed ones.
 
-:func:`immediate_transaction` is the bracket of every write (``BEGIN IMMEDIATE`` ...
+:class:`immediate_transaction` is the bracket of every write (``BEGIN IMMEDIATE`` ...
 ``COMMIT``, so writers from every process serialize, rolled back on any exception);
-:func:`read_transaction` the bracket of the admin reads (one snapshot). :func:`translate`
-types driver errors as :class:`~harel_sa.StorageError`\\ s by SQLite's result code:
-``read_transaction`` and :func:`storage_errors` do it themselves, the callers of
-``immediate_transaction`` around it.
+:func:`read_transaction` the bracket of the admin reads (one snapshot). Both leave driver
+errors as :class:`~harel_sa.StorageError`\\ s, typed by SQLite's result code
+(:func:`translate`).
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import TracebackType
 
 from harel_sa.errors import (
     BusyError,
@@ -58,18 +58,48 @@ def storage_errors() -> Iterator[None]:
         raise translate(exc) from exc
 
 
-def immediate_transaction(conn: sqlite3.Connection) -> sqlite3.Connection:
-    """Begin one write transaction (``BEGIN IMMEDIATE``: writers from every process serialize)
-    and return ``conn`` as its bracket: ``with immediate_transaction(conn):`` commits at the
-    end of the block and rolls back on any exception, ``BaseException`` included, and when the
-    ``COMMIT`` itself fails.
+class immediate_transaction:
+    """One write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back on any exception
+    (``BaseException`` included); driver errors leave as typed :class:`StorageError`\\ s.
 
-    sqlite3's own context manager closes the bracket, in C: this runs twice per message on the
-    hot path. Driver errors leave as sqlite3's; the caller types them (:func:`translate`), as
-    :meth:`~harel_sa.sqlite.watch.Watch.run` does for every operation.
+    A class rather than a generator context manager: it runs twice per message on the hot path.
     """
-    conn.execute("BEGIN IMMEDIATE")
-    return conn
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as exc:
+            raise translate(exc) from exc
+        return self.conn
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            try:
+                self.conn.execute("COMMIT")
+                return
+            except BaseException as failed:
+                self._rollback()
+                if isinstance(failed, sqlite3.DatabaseError):
+                    raise translate(failed) from failed
+                raise
+        self._rollback()
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise translate(exc) from exc
+
+    def _rollback(self) -> None:
+        # SQLite may already have rolled back (SQLITE_FULL can); a second ROLLBACK errors.
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
 
 
 @contextmanager

@@ -3,7 +3,7 @@
 Written once: the sync transport calls these on its sqlite3 connection, the async twin runs the
 very same functions inside aiosqlite's thread (one hop per operation). Arguments arrive already
 validated (:mod:`harel_sa.calls`). Each operation takes SQLite's write lock first
-(:func:`~harel_sa.sqlite.driver.immediate_transaction`), so claims from every process
+(:class:`~harel_sa.sqlite.driver.immediate_transaction`), so claims from every process
 serialize, and rolls back on any exception, ``BaseException`` included.
 """
 

@@ -129,7 +129,7 @@ def ensure_schema(conn: sqlite3.Connection, names: Names, where: str) -> None:
     """
     if _usable(read(conn, names)):
         return
-    with storage_errors(), immediate_transaction(conn):
+    with immediate_transaction(conn):
         state = read(conn, names)  # again, under the write lock
         if _usable(state):
             return

@@ -42,7 +42,6 @@ from time import monotonic
 from typing import TypeVar
 
 from harel_sa.errors import DatabaseReplacedError, ForkedError
-from harel_sa.sqlite.driver import translate
 
 T = TypeVar("T")
 FileId = tuple[int, int]  # (st_dev, st_ino)
@@ -179,13 +178,9 @@ class Watch:
 
     def run(self, call: Callable[[sqlite3.Connection], T], conn: sqlite3.Connection) -> T:
         """``call(conn)``, the file checked after it (see the module's docstring) and the log's
-        size looked at every :data:`WAL_CHECK_EVERY` calls; the caller ran :meth:`before`.
-        A driver error leaves typed (:func:`~harel_sa.sqlite.driver.translate`)."""
+        size looked at every :data:`WAL_CHECK_EVERY` calls; the caller ran :meth:`before`."""
         try:
             result = call(conn)
-        except sqlite3.DatabaseError as exc:
-            self._check_file(conn)
-            raise translate(exc) from exc
         except BaseException:
             self._check_file(conn)
             raise
