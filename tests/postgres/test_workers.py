@@ -2,7 +2,9 @@
 
 The worker's own behaviour is tested on SQLite (tests/worker/); here it drives PostgreSQL's
 twins: every message handled, failures retried, FIFO per group, the queue empty afterwards,
-and the wrong twin refused before anything runs.
+and the wrong twin refused before anything runs. Each drain runs unbatched and batching
+(``batch=4``: ``claim_many`` and ``ack_many_and_claim_many`` on PostgreSQL, single nacks beside
+the batches).
 """
 
 from __future__ import annotations
@@ -54,23 +56,27 @@ class Handled:
 
 
 OPTIONS = {"concurrency": 4, "visibility": 30.0, "backoff": Backoff(base=0, jitter=0)}
+BATCHES = pytest.mark.parametrize("batch", [1, 4], ids=["one-at-a-time", "batching"])
 
 
+@BATCHES
 def test_a_worker_drains_a_postgres_queue_in_order_per_group_retrying_failures(
-    pg_url: str,
+    pg_url: str, batch: int
 ) -> None:
     handled = Handled()
     with PostgresTransport(pg_url) as q:
         publish_all(q)
-        stats = Worker(q, handled, handle_signals=False, **OPTIONS).run(until_empty=True)
+        worker = Worker(q, handled, handle_signals=False, batch=batch, **OPTIONS)
+        stats = worker.run(until_empty=True)
         assert q.stats().messages == 0
     handled.check()
     assert stats.succeeded == GROUPS * PER_GROUP
     assert stats.failed == GROUPS * PER_GROUP
 
 
+@BATCHES
 def test_an_async_worker_drains_a_postgres_queue_in_order_per_group_retrying_failures(
-    pg_url: str,
+    pg_url: str, batch: int
 ) -> None:
     handled = Handled()
 
@@ -80,7 +86,7 @@ def test_an_async_worker_drains_a_postgres_queue_in_order_per_group_retrying_fai
     async def main() -> None:
         q = await AsyncPostgresTransport.create(pg_url)
         try:
-            worker = AsyncWorker(q, handler, handle_signals=False, **OPTIONS)
+            worker = AsyncWorker(q, handler, handle_signals=False, batch=batch, **OPTIONS)
             stats = await worker.run(until_empty=True)
             assert (await q.stats()).messages == 0
             assert stats.succeeded == GROUPS * PER_GROUP
