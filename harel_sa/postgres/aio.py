@@ -26,6 +26,7 @@ from harel_sa.postgres.calls import Calls
 from harel_sa.postgres.connect import display
 from harel_sa.postgres.driver import arun, lost, no_connection, translate
 from harel_sa.postgres.listen import AsyncListener
+from harel_sa.postgres.sessions import Session, Sessions
 from harel_sa.postgres.startup import open_schema
 from harel_sa.postgres.transport import PostgresTransport, options_of, pool_settings
 from harel_sa.schema import DEFAULT_PREFIX
@@ -47,6 +48,8 @@ class AsyncPostgresTransport(Generic[E]):
     ) -> None:
         self._calls = calls
         self._pool: AsyncConnectionPool[Any] | None = pool
+        self._sessions: Sessions[psycopg.AsyncConnection[Any], psycopg.AsyncRawCursor[Any]]
+        self._sessions = Sessions()
         self._target = target
         self._pool_size = pool_size
         self._where = display(target)
@@ -117,25 +120,36 @@ class AsyncPostgresTransport(Generic[E]):
     async def _give_back(self, lease: Lease[Any]) -> bool:
         return await self._attempt(self._calls.give_back(lease))
 
+    async def _connect(
+        self, pool: AsyncConnectionPool[Any]
+    ) -> Session[psycopg.AsyncConnection[Any], psycopg.AsyncRawCursor[Any]]:
+        # The stack was empty: wait at the pool (harel_sa.postgres.sessions).
+        with self._sessions.waiting() as kept:
+            if kept is not None:
+                return kept
+            try:
+                conn = await pool.getconn()
+            except PoolTimeout as exc:
+                if self._pool is None:
+                    raise TransportClosedError("the transport is closed") from exc
+                raise no_connection(exc, pool.get_stats(), self._where) from exc
+        return self._sessions.new(conn, psycopg.AsyncRawCursor(conn))
+
     async def _attempt(self, op: ops.Op[T]) -> T:
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")
         for attempt in (1, 2):
+            session = self._sessions.take() or await self._connect(pool)
             try:
-                conn = await pool.getconn()  # as the sync twin: no pool.connection() commit
-                try:
-                    return await arun(conn, op)
-                except psycopg.Error as exc:
-                    if attempt == 1 and op.retry_safe and lost(exc, conn):
-                        continue
-                    raise translate(exc, conn, self._where) from exc
-                finally:
-                    await pool.putconn(conn)
-            except PoolTimeout as exc:
-                if self._pool is None:
-                    raise TransportClosedError("the transport is closed") from exc
-                raise no_connection(exc, pool.get_stats(), self._where) from exc
+                return await arun(session.connection, session.cursor, op)
+            except psycopg.Error as exc:
+                if attempt == 1 and op.retry_safe and lost(exc, session.connection):
+                    continue
+                raise translate(exc, session.connection, self._where) from exc
+            finally:
+                for returned in self._sessions.keep(session):
+                    await pool.putconn(returned.connection)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def publish(
@@ -290,6 +304,8 @@ class AsyncPostgresTransport(Generic[E]):
         pool, self._pool = self._pool, None
         await self._listener.close()
         if pool is not None:
+            for returned in self._sessions.close():
+                await pool.putconn(returned.connection)
             await pool.close()
 
     async def __aenter__(self) -> AsyncPostgresTransport[E]:

@@ -1,8 +1,9 @@
 """Running an operation's program on a psycopg connection; the driver's errors as harel_sa's.
 
 :func:`run` is the sync driver (the async twin awaits the same steps). Every statement is sent
-prepared (``prepare=True``): PostgreSQL plans it once per connection. A transaction is rolled
-back on any exception, ``BaseException`` included.
+as :mod:`~harel_sa.postgres.statements` numbered it, on a raw cursor (psycopg parses nothing),
+and prepared (``prepare=True``): PostgreSQL plans it once per connection. A transaction is
+rolled back on any exception, ``BaseException`` included.
 """
 
 from __future__ import annotations
@@ -24,17 +25,17 @@ T = TypeVar("T")
 _BUSY = (pg.LockNotAvailable, pg.QueryCanceled, pg.DeadlockDetected, pg.SerializationFailure)
 
 
-def run(conn: psycopg.Connection[Any], op: Op[T]) -> T:
-    """Run ``op``'s program on ``conn`` (an autocommit connection), in one transaction when it
-    has a ``begin``."""
+def run(conn: psycopg.Connection[Any], cur: psycopg.RawCursor[Any], op: Op[T]) -> T:
+    """Run ``op``'s program with ``cur``, a cursor of ``conn`` (an autocommit connection), in
+    one transaction when it has a ``begin``."""
     program = op.start()
-    cur = conn.cursor()  # one per operation: a cursor costs more to make than a prepared query
     if op.begin is not None:
         cur.execute(op.begin)
     try:
         step = next(program)
         while True:
-            cur.execute(step.sql, step.params, prepare=True)
+            statement = step.statement
+            cur.execute(statement.sql, statement.bind(step.params), prepare=True)
             rows = cur.fetchall() if _has_rows(cur) else []
             step = program.send(Result(rows, cur.rowcount))
     except StopIteration as done:
@@ -49,16 +50,18 @@ def run(conn: psycopg.Connection[Any], op: Op[T]) -> T:
         raise
 
 
-async def arun(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
+async def arun(
+    conn: psycopg.AsyncConnection[Any], cur: psycopg.AsyncRawCursor[Any], op: Op[T]
+) -> T:
     """:func:`run`, awaited on an async connection: the same program, step for step."""
     program = op.start()
-    cur = conn.cursor()
     if op.begin is not None:
         await cur.execute(op.begin)
     try:
         step = next(program)
         while True:
-            await cur.execute(step.sql, step.params, prepare=True)
+            statement = step.statement
+            await cur.execute(statement.sql, statement.bind(step.params), prepare=True)
             rows = await cur.fetchall() if _has_rows(cur) else []
             step = program.send(Result(rows, cur.rowcount))
     except StopIteration as done:
@@ -73,7 +76,7 @@ async def arun(conn: psycopg.AsyncConnection[Any], op: Op[T]) -> T:
         raise
 
 
-def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
+def _has_rows(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any]) -> bool:
     # Not ``cur.description``: it builds the columns' descriptions on every look.
     result = cur.pgresult
     return result is not None and result.status == pq.ExecStatus.TUPLES_OK

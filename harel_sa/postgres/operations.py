@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from harel_sa.calls import ClaimSpec, Row
 from harel_sa.events import Lease, tokens
 from harel_sa.models import DeadMessage, PriorityBucket, QueuedMessage, RoutingBucket, Stats
-from harel_sa.postgres.statements import PARKED, Statements
+from harel_sa.postgres.statements import PARKED, Statement, Statements
 
 T = TypeVar("T")
 Clock = Callable[[], float] | None  # None: the server's clock
@@ -32,13 +32,14 @@ SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 WRITE = "BEGIN"
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ costs a call per field, and these are made per call.
+@dataclass(slots=True)
 class Query:
-    sql: str
+    statement: Statement
     params: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Result:
     rows: list[tuple[Any, ...]]
     rowcount: int
@@ -50,7 +51,7 @@ class Result:
 Program = Generator[Query, Result, T]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Op(Generic[T]):
     """An operation ready to run: what starts its program (run again from the start when a
     driver retries), and the ``BEGIN`` of its transaction (``None``:
@@ -244,8 +245,8 @@ def _ack(st: Statements, lease: Lease[Any]) -> Program[bool]:
     return bool(done.one()[0] == 1)
 
 
-def _fenced(sql: str, lease: Lease[Any], **more: Any) -> Program[bool]:
-    done = yield Query(sql, {"seq": lease.seq, "locked_by": lease.locked_by, **more})
+def _fenced(statement: Statement, lease: Lease[Any], **more: Any) -> Program[bool]:
+    done = yield Query(statement, {"seq": lease.seq, "locked_by": lease.locked_by, **more})
     return done.rowcount == 1
 
 

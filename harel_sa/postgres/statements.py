@@ -20,7 +20,11 @@ statement is sent prepared.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from harel_sa.schema import Names
 
@@ -32,6 +36,33 @@ CLIENT_NOW = "%(now)s::float8"
 #: How many messages after a group's head the claim also checks for a live lease, against
 #: rows another program inserted below a leased head (SQLite's claim checks as many).
 LOOKAHEAD = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """A statement as the server prepares it: ``$n`` parameters, the ``n``-th named
+    ``names[n - 1]``."""
+
+    sql: bytes
+    names: tuple[str, ...]
+
+    def bind(self, params: Mapping[str, Any]) -> list[Any]:
+        """The values of ``params`` in the statement's order (names it does not use are
+        ignored)."""
+        return [params[name] for name in self.names]
+
+
+def positional(sql: str) -> Statement:
+    """``sql`` with each ``%(name)s`` numbered ``$n`` in the order names first appear (a
+    name used twice is one parameter)."""
+    names: list[str] = []
+
+    def number(found: re.Match[str]) -> str:
+        if found[1] not in names:
+            names.append(found[1])
+        return f"${names.index(found[1]) + 1}"
+
+    return Statement(re.sub(r"%\((\w+)\)s", number, sql).encode(), tuple(names))
 
 
 def channel(names: Names) -> str:
@@ -63,13 +94,14 @@ class Statements:
         self.now = now = SERVER_NOW if server_clock else CLIENT_NOW
         m, g, d = names.messages, names.groups, names.dead
         self._m, self._g = m, g
+        self._claims: dict[tuple[int, int], Statement] = {}
         upsert_group = f"ON CONFLICT (group_id) DO UPDATE SET priority = {g}.priority"
         # What makes a message claimable now tells the listeners, in the same transaction
         # (harel_sa.postgres.listen): a one-row FROM item, evaluated once per statement.
-        self.notify = f"SELECT {notify_sql(names)}"
+        self.notify = positional(f"SELECT {notify_sql(names)}")
         notified = f"CROSS JOIN (SELECT {notify_sql(names)}) AS notified"
         # The first publish of a group fixes its priority and routing key until it drains.
-        self.publish = (
+        self.publish = positional(
             f"WITH g AS (INSERT INTO {g} (group_id, priority, routing_key) "
             f"VALUES (%(group_id)s, %(priority)s, %(routing_key)s::text) {upsert_group} "
             "RETURNING group_id) "
@@ -77,7 +109,7 @@ class Statements:
             f"FROM g {notified}"
         )
         # New groups arrive in the order of their first message in the batch.
-        self.publish_many = (
+        self.publish_many = positional(
             "WITH items AS (SELECT * FROM unnest(%(groups)s::text[], %(events)s::text[]) "
             "WITH ORDINALITY AS i(group_id, event, n)), "
             "firsts AS (SELECT group_id, min(n) AS n FROM items GROUP BY group_id), "
@@ -88,7 +120,7 @@ class Statements:
             f"SELECT i.group_id, i.event, {now} FROM items i JOIN g USING (group_id) {notified} "
             "ORDER BY i.n"
         )
-        self.ack = (
+        self.ack = positional(
             f"WITH {self._seen('%(group_id)s')}, "
             f"acked AS (DELETE FROM {m} WHERE seq = %(seq)s AND locked_by = %(locked_by)s "
             "RETURNING group_id), "
@@ -97,7 +129,7 @@ class Statements:
         )
         # A message leaves for the dead table fenced by its lease; ``uncount`` takes back the
         # delivery the claim that found it undeliverable counted.
-        self.bury = (
+        self.bury = positional(
             f"WITH {self._seen(f'(SELECT group_id FROM {m} WHERE seq = %(seq)s)')}, "
             f"gone AS (DELETE FROM {m} WHERE seq = %(seq)s AND locked_by = %(locked_by)s "
             "RETURNING seq, group_id, event, deliveries), "
@@ -115,42 +147,42 @@ class Statements:
         )
         fence = "WHERE seq = %(seq)s AND locked_by = %(locked_by)s"
         # One row per message freed (rowcount 0 or 1), each notifying.
-        self.free = (
+        self.free = positional(
             f"WITH freed AS (UPDATE {m} SET locked_by = NULL, lock_expiry = NULL {fence} "
             f"RETURNING seq) SELECT {notify_sql(names)} FROM freed"
         )
         # A lease its caller never received goes back as if never taken, its delivery uncounted.
-        self.give_back = (
+        self.give_back = positional(
             f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL, "
             f"deliveries = greatest(deliveries - 1, 0) {fence}"
         )
         # A parked group re-enters the rotation when its park ends, as if claimed then, so
         # claims walk past it on the index instead of over it (it stays blocked meanwhile).
-        self.park = (
+        self.park = positional(
             f"WITH parked AS (UPDATE {m} SET locked_by = '{PARKED}', "
             f"lock_expiry = {now} + %(delay)s {fence} RETURNING group_id, lock_expiry), "
             f"deferred AS (UPDATE {g} g SET last_claimed_at = parked.lock_expiry FROM parked "
             "WHERE g.group_id = parked.group_id) "
             "SELECT count(*) FROM parked"
         )
-        self.extend = f"UPDATE {m} SET lock_expiry = {now} + %(visibility)s {fence}"
+        self.extend = positional(f"UPDATE {m} SET lock_expiry = {now} + %(visibility)s {fence}")
         # A claim that buried its group's head puts the group back where it stood in the
         # rotation, so the group's next message is the claim's to take (as on SQLite).
-        self.untouch = (
+        self.untouch = positional(
             f"UPDATE {g} SET last_claimed_at = %(before)s::float8 WHERE group_id = %(group_id)s"
         )
 
         # Operating the queue: stats, peek, release, purge, dead letters.
-        self.counts = (
+        self.counts = positional(
             f"SELECT count(*), "
             f"count(*) FILTER (WHERE locked_by <> '{PARKED}' AND {live_lease(m, now)}), "
             f"count(*) FILTER (WHERE locked_by = '{PARKED}' AND {live_lease(m, now)}), {now} "
             f"FROM {m}"
         )
-        self.group_count = f"SELECT count(*) FROM {g}"
-        self.dead_count = f"SELECT count(*) FROM {d}"
-        self.oldest = f"SELECT enqueued_at FROM {m} ORDER BY seq LIMIT 1"
-        self.oldest_ready = (
+        self.group_count = positional(f"SELECT count(*) FROM {g}")
+        self.dead_count = positional(f"SELECT count(*) FROM {d}")
+        self.oldest = positional(f"SELECT enqueued_at FROM {m} ORDER BY seq LIMIT 1")
+        self.oldest_ready = positional(
             f"SELECT r.enqueued_at FROM {m} r WHERE NOT {live_lease('r', now)} "
             "ORDER BY r.seq LIMIT 1"
         )
@@ -158,52 +190,52 @@ class Statements:
             "SELECT {0}, count(DISTINCT g.group_id), count(m.seq) FROM {1} AS g "
             "LEFT JOIN {2} AS m ON m.group_id = g.group_id GROUP BY 1 ORDER BY 1"
         )
-        self.by_priority = by.format("g.priority", g, m)
-        self.by_routing_key = by.format("g.routing_key", g, m)
-        self.published = (
+        self.by_priority = positional(by.format("g.priority", g, m))
+        self.by_routing_key = positional(by.format("g.routing_key", g, m))
+        self.published = positional(
             "SELECT coalesce(pg_sequence_last_value("
             f"pg_get_serial_sequence('{m}', 'seq')::regclass), 0)"
         )
-        self.by_worker = (
+        self.by_worker = positional(
             f"SELECT split_part(w.locked_by, '#', 1), count(*) FROM {m} w "
             f"WHERE w.locked_by <> '{PARKED}' AND {live_lease('w', now)} GROUP BY 1 ORDER BY 1"
         )
         group = "(%(group_id)s::text IS NULL OR group_id = %(group_id)s::text)"
-        self.peek = (
+        self.peek = positional(
             f"SELECT seq, group_id, event, locked_by, lock_expiry, deliveries, {now} FROM {m} "
             f"WHERE {group} ORDER BY seq LIMIT %(limit)s"
         )
-        self.release = (
+        self.release = positional(
             f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL "
             f"WHERE locked_by = '{PARKED}' AND {group}"
         )
         # Parks dated their groups forward (``park``); bring them back to now.
-        self.undefer = (
+        self.undefer = positional(
             f"UPDATE {g} SET last_claimed_at = {now} WHERE last_claimed_at > {now} AND {group}"
         )
         # The group row first: a publish racing the purge either commits before (its message
         # is purged too, by the next statement's fresh snapshot) or after (a new group).
-        self.purge_group = f"DELETE FROM {g} WHERE group_id = %(group_id)s"
-        self.purge_messages = f"DELETE FROM {m} WHERE group_id = %(group_id)s"
+        self.purge_group = positional(f"DELETE FROM {g} WHERE group_id = %(group_id)s")
+        self.purge_messages = positional(f"DELETE FROM {m} WHERE group_id = %(group_id)s")
         pick = f"{group} AND (%(seqs)s::bigint[] IS NULL OR seq = ANY(%(seqs)s::bigint[]))"
-        self.dead = (
+        self.dead = positional(
             "SELECT seq, group_id, event, error, dead_at, deliveries, priority, routing_key "
             f"FROM {d} WHERE {pick} ORDER BY seq LIMIT %(limit)s"
         )
         # Requeued groups come back with the priority and routing key they had, in the order
         # of their first dead message; an existing group's row is locked (the upsert), so an
         # ack draining it meanwhile cannot drop it under the requeued messages.
-        self.requeue_groups = (
+        self.requeue_groups = positional(
             f"INSERT INTO {g} (group_id, priority, routing_key) "
             "SELECT group_id, priority, routing_key FROM (SELECT DISTINCT ON (group_id) "
             f"group_id, priority, routing_key, seq FROM {d} WHERE {pick} "
             f"ORDER BY group_id, seq) AS firsts ORDER BY seq {upsert_group}"
         )
-        self.requeue = (
+        self.requeue = positional(
             f"INSERT INTO {m} (group_id, event, enqueued_at) "
             f"SELECT group_id, event, {now} FROM {d} WHERE {pick} ORDER BY seq"
         )
-        self.purge_dead = f"DELETE FROM {d} WHERE {pick}"
+        self.purge_dead = positional(f"DELETE FROM {d} WHERE {pick}")
 
     def _seen(self, group: str) -> str:
         return f"seen AS (SELECT g.xmin AS version FROM {self._g} g WHERE g.group_id = {group})"
@@ -218,7 +250,7 @@ class Statements:
             "AND x.seq <> %(seq)s)"
         )
 
-    def claim(self, min_priority: int, keys: int) -> str:
+    def claim(self, min_priority: int, keys: int) -> Statement:
         """The claim: lease the head of the first group in round-robin order (oldest-claimed,
         then arrival) whose head is not leased or parked, nor the next :data:`LOOKAHEAD`
         messages either, with a priority of at least ``min_priority`` (0 to ``MAX_PRIORITY``,
@@ -233,7 +265,13 @@ class Statements:
         locked), and the lanes' winners are compared; the losers' row locks last as long as
         the claim's transaction, so other claimers skip those groups meanwhile.
         """
-        return _claim(self.names, self.now, min_priority, keys)
+        try:  # a dict of its own: the lru_cache would hash the Names on every claim
+            return self._claims[min_priority, keys]
+        except KeyError:
+            built = self._claims[min_priority, keys] = _claim(
+                self.names, self.now, min_priority, keys
+            )
+            return built
 
 
 def _eligible(m: str, now: str, *more: str | None) -> str:
@@ -266,7 +304,7 @@ def _pick(names: Names, now: str, where: str) -> str:
 
 
 @lru_cache(maxsize=64)
-def _claim(names: Names, now: str, min_priority: int, keys: int) -> str:
+def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
     m, g = names.messages, names.groups
     if not keys:
         # Spelled as the floor's partial index's WHERE, so the planner walks that index.
@@ -285,7 +323,7 @@ def _claim(names: Names, now: str, min_priority: int, keys: int) -> str:
             f"{', '.join(lanes)}, pick AS (SELECT * FROM ({union}) w "
             "ORDER BY w.before, w.arrival LIMIT 1)"
         )
-    return (
+    return positional(
         f"WITH {picks}, "
         f"lease AS (UPDATE {m} m SET locked_by = %(locked_by)s, "
         f"lock_expiry = {now} + %(visibility)s, deliveries = m.deliveries + 1 "

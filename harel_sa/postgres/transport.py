@@ -28,6 +28,7 @@ from harel_sa.postgres.calls import Calls
 from harel_sa.postgres.connect import conninfo, display
 from harel_sa.postgres.driver import lost, no_connection, run, translate
 from harel_sa.postgres.listen import Listener
+from harel_sa.postgres.sessions import Session, Sessions
 from harel_sa.postgres.startup import open_schema
 from harel_sa.schema import DEFAULT_PREFIX
 
@@ -87,6 +88,7 @@ class PostgresTransport(Generic[E]):
             pool.close()
             raise no_connection(exc, None, self._where) from exc
         self._pool = pool
+        self._sessions: Sessions[psycopg.Connection[Any], psycopg.RawCursor[Any]] = Sessions()
         self._listener = Listener(settings.conninfo, options.names)
 
     @property
@@ -98,27 +100,36 @@ class PostgresTransport(Generic[E]):
         """The database this transport opened, for messages and logs (no password)."""
         return self._where
 
+    def _connect(
+        self, pool: ConnectionPool[Any]
+    ) -> Session[psycopg.Connection[Any], psycopg.RawCursor[Any]]:
+        # The stack was empty: wait at the pool (harel_sa.postgres.sessions).
+        with self._sessions.waiting() as kept:
+            if kept is not None:
+                return kept
+            try:
+                conn = pool.getconn()
+            except PoolTimeout as exc:
+                if self._pool is None:
+                    raise TransportClosedError("the transport is closed") from exc
+                raise no_connection(exc, pool.get_stats(), self._where) from exc
+        return self._sessions.new(conn, psycopg.RawCursor(conn))
+
     def _run(self, op: ops.Op[T]) -> T:
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")
         for attempt in (1, 2):
+            session = self._sessions.take() or self._connect(pool)
             try:
-                # getconn/putconn, not pool.connection(): its ``with conn`` adds a commit that
-                # an autocommit connection does not need; putconn resets or discards.
-                conn = pool.getconn()
-                try:
-                    return run(conn, op)
-                except psycopg.Error as exc:
-                    if attempt == 1 and op.retry_safe and lost(exc, conn):
-                        continue
-                    raise translate(exc, conn, self._where) from exc
-                finally:
-                    pool.putconn(conn)
-            except PoolTimeout as exc:
-                if self._pool is None:
-                    raise TransportClosedError("the transport is closed") from exc
-                raise no_connection(exc, pool.get_stats(), self._where) from exc
+                return run(session.connection, session.cursor, op)
+            except psycopg.Error as exc:
+                if attempt == 1 and op.retry_safe and lost(exc, session.connection):
+                    continue
+                raise translate(exc, session.connection, self._where) from exc
+            finally:
+                for returned in self._sessions.keep(session):
+                    pool.putconn(returned.connection)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def publish(
@@ -296,6 +307,8 @@ class PostgresTransport(Generic[E]):
         pool, self._pool = self._pool, None
         self._listener.close()
         if pool is not None:
+            for returned in self._sessions.close():
+                pool.putconn(returned.connection)
             pool.close()
 
     def __enter__(self) -> PostgresTransport[E]:

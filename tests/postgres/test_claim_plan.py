@@ -11,7 +11,6 @@ in all: each walk reads one group row, whatever the backlog. Row counts, not tim
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import psycopg
@@ -19,7 +18,7 @@ import pytest
 from psycopg import sql
 
 from harel_sa import Event, PostgresTransport
-from harel_sa.postgres.statements import statements_for
+from harel_sa.postgres.statements import Statement, statements_for
 from harel_sa.schema import Names
 
 NAMES = Names()
@@ -45,17 +44,10 @@ def on_groups(node: dict[str, Any]) -> bool:
     return node.get("Relation Name") == NAMES.groups and "Scan" in node["Node Type"]
 
 
-def generic_plan(conn: psycopg.Connection[Any], claim: str, params: dict[str, Any]) -> Any:
-    """The executed plan (``EXPLAIN ANALYZE``, rolled back) of ``sql`` as a prepared statement
-    with a generic plan, the one psycopg's ``prepare=True`` settles on."""
-    order: list[str] = []
-
-    def mark(found: re.Match[str]) -> str:
-        if found[1] not in order:
-            order.append(found[1])
-        return f"${order.index(found[1]) + 1}"
-
-    prepared = re.sub(r"%\((\w+)\)s", mark, claim)
+def generic_plan(conn: psycopg.Connection[Any], claim: Statement, params: dict[str, Any]) -> Any:
+    """The executed plan (``EXPLAIN ANALYZE``, rolled back) of ``claim`` as a prepared
+    statement with a generic plan, the one psycopg's ``prepare=True`` settles on."""
+    order, prepared = claim.names, claim.sql.decode()
     with conn.transaction(force_rollback=True):
         conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         types = ", ".join(TYPES[name] for name in order)

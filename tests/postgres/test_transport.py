@@ -105,19 +105,24 @@ def test_a_transport_is_shared_by_threads_without_losing_or_doubling(pg_url: str
     with PostgresTransport(pg_url, pool_size=3) as q:
         q.publish_many([(f"g{i % 7}", ev(f"m{i}")) for i in range(140)])
         got: list[tuple[str, str]] = []
+        failed: list[BaseException] = []
         lock = threading.Lock()
 
         def work() -> None:
-            while (lease := q.claim("w", VIS)) is not None:
-                with lock:
-                    got.append((lease.group_id, lease.event.kind))
-                assert q.ack(lease)
+            try:
+                while (lease := q.claim("w", VIS)) is not None:
+                    with lock:
+                        got.append((lease.group_id, lease.event.kind))
+                    assert q.ack(lease)
+            except BaseException as exc:  # a thread's error fails the test, not a warning
+                failed.append(exc)
 
         threads = [threading.Thread(target=work) for _ in range(6)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(120)
+        assert failed == []  # six threads on three connections: each waits its turn
         assert sorted(k for _, k in got) == sorted(f"m{i}" for i in range(140))
         for g in range(7):
             kinds = [int(k[1:]) for group, k in got if group == f"g{g}"]

@@ -1,0 +1,114 @@
+"""The connections a transport keeps between calls, each with the cursor its statements run on.
+
+On a one-row claim or ack, ``psycopg_pool``'s ``getconn``/``putconn`` and a new cursor cost
+the client about as much CPU as the statement's own round trip. So a transport keeps the
+connections it has used on a stack of its own (:class:`Sessions`): a call pops the most
+recently used one, or takes one from the pool when the stack is empty, and pushes it back
+when it ended healthy. The pool still makes, configures and counts the connections (never
+more than ``pool_size`` in all), waits out ``busy_timeout`` when every one is in use, and
+takes back every connection that is not healthy, to reset or replace it.
+
+A caller that found the stack empty waits at the pool, where a connection kept on the stack
+would never reach it. So it first enlists as waiting and looks at the stack again; a call
+that ends while anyone waits gives its connection to the pool (which hands it to a waiter)
+instead of keeping it. Either the waiter's second look finds the connection, or the ending
+call sees the waiter: nobody waits at the pool while a kept connection idles.
+
+A connection is healthy when it is open, not broken, outside any transaction, and younger
+than :data:`RECYCLE` since it left the pool: so the pool still recycles every connection
+now and then (its ``max_lifetime``). A stack is safe to share between threads (``list.pop``
+and ``list.append`` are atomic) and between coroutines.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from psycopg import pq
+
+C = TypeVar("C")
+K = TypeVar("K")
+
+#: Seconds a connection stays out of the pool before it goes back at the end of a call.
+RECYCLE = 60.0
+_IDLE = pq.TransactionStatus.IDLE
+
+
+@dataclass(slots=True)
+class Session(Generic[C, K]):
+    """A connection taken from the pool, the cursor its statements run on, and when it goes
+    back (``monotonic`` seconds)."""
+
+    connection: C
+    cursor: K
+    returns_at: float
+
+
+class Sessions(Generic[C, K]):
+    """The stack of healthy sessions a transport keeps between its calls."""
+
+    def __init__(self) -> None:
+        self._stack: list[Session[C, K]] = []
+        self._closed = False
+        #: One item per caller waiting at the pool (appends and pops are atomic; ``+= 1`` is
+        #: not, between threads).
+        self._waiting: list[None] = []
+
+    def take(self) -> Session[C, K] | None:
+        """The most recently kept session, or ``None``: take a connection from the pool."""
+        try:
+            return self._stack.pop()
+        except IndexError:
+            return None
+
+    @contextmanager
+    def waiting(self) -> Iterator[Session[C, K] | None]:
+        """Enlist as waiting at the pool for the block's length; yields a session kept
+        meanwhile (take it instead of waiting), or ``None``: wait at the pool."""
+        self._waiting.append(None)
+        try:
+            yield self.take()
+        finally:
+            self._waiting.pop()
+
+    @staticmethod
+    def new(connection: C, cursor: K) -> Session[C, K]:
+        """A session on a connection just taken from the pool."""
+        return Session(connection, cursor, time.monotonic() + RECYCLE)
+
+    def keep(self, session: Session[C, K]) -> list[Session[C, K]]:
+        """Keep ``session`` for the next call if it is healthy; the sessions whose
+        connections the caller must now give back to the pool (``session`` when it is not
+        healthy, every one kept when the transport closed meanwhile)."""
+        conn: Any = session.connection
+        if (
+            conn.broken
+            or conn.closed
+            or conn.pgconn.transaction_status != _IDLE
+            or time.monotonic() > session.returns_at
+        ):
+            return [session]
+        self._stack.append(session)
+        # The flags are read after the push; close() and waiting() set theirs before they look
+        # at the stack: whichever runs last sees the other.
+        if self._closed:
+            return self.close()
+        if self._waiting:
+            spare = self.take()
+            return _NONE if spare is None else [spare]
+        return _NONE
+
+    def close(self) -> list[Session[C, K]]:
+        """Keep nothing more; the sessions whose connections go back to the pool now."""
+        self._closed = True
+        taken: list[Session[C, K]] = []
+        while (session := self.take()) is not None:
+            taken.append(session)
+        return taken
+
+
+_NONE: list[Any] = []  # keep()'s usual answer, never changed
