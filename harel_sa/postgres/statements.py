@@ -21,9 +21,10 @@ statement is sent prepared.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from harel_sa.schema import Names
@@ -41,15 +42,21 @@ LOOKAHEAD = 1
 @dataclass(frozen=True, slots=True)
 class Statement:
     """A statement as the server prepares it: ``$n`` parameters, the ``n``-th named
-    ``names[n - 1]``."""
+    ``names[n - 1]``. ``bind(params)`` gives the values of a mapping of names in that order
+    (names the statement does not use are ignored); with two names or more it is an
+    :func:`operator.itemgetter`, which costs no Python call."""
 
     sql: bytes
     names: tuple[str, ...]
+    bind: Callable[[Mapping[str, Any]], Sequence[Any]] = field(compare=False)
 
-    def bind(self, params: Mapping[str, Any]) -> list[Any]:
-        """The values of ``params`` in the statement's order (names it does not use are
-        ignored)."""
-        return [params[name] for name in self.names]
+
+def _binder(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Sequence[Any]]:
+    if len(names) > 1:
+        return itemgetter(*names)  # a tuple of the values
+    if names:
+        return lambda params: (params[names[0]],)  # itemgetter of one name is no tuple
+    return lambda params: ()
 
 
 def positional(sql: str) -> Statement:
@@ -62,7 +69,8 @@ def positional(sql: str) -> Statement:
             names.append(found[1])
         return f"${names.index(found[1]) + 1}"
 
-    return Statement(re.sub(r"%\((\w+)\)s", number, sql).encode(), tuple(names))
+    numbered = re.sub(r"%\((\w+)\)s", number, sql).encode()
+    return Statement(numbered, tuple(names), _binder(tuple(names)))
 
 
 def channel(names: Names) -> str:

@@ -19,9 +19,11 @@ def test_names_are_numbered_in_order_of_first_use_and_a_repeated_name_is_one_par
 
 def test_bind_orders_the_values_and_ignores_names_the_statement_does_not_use() -> None:
     statement = positional("UPDATE t SET v = %(value)s WHERE k = %(key)s")
-    assert statement.bind({"key": "k1", "value": 2, "now": 1.5}) == [2, "k1"]
+    assert tuple(statement.bind({"key": "k1", "value": 2, "now": 1.5})) == (2, "k1")
     with pytest.raises(KeyError):
         statement.bind({"key": "k1"})
+    one, none = positional("SELECT %(a)s"), positional("SELECT 1")
+    assert tuple(one.bind({"a": [1, 2]})) == ([1, 2],) and tuple(none.bind({"a": 1})) == ()
 
 
 def _every_statement(server_clock: bool) -> list[Statement]:
