@@ -130,9 +130,8 @@ class AsyncPostgresTransport(Generic[E]):
             try:
                 conn = await pool.getconn()
             except PoolTimeout as exc:
-                if self._pool is None:
-                    raise TransportClosedError("the transport is closed") from exc
-                raise no_connection(exc, pool.get_stats(), self._where) from exc
+                closed = self._pool is None
+                raise no_connection(exc, pool.get_stats(), self._where, closed=closed) from exc
         return self._sessions.new(conn, psycopg.AsyncRawCursor(conn))
 
     async def _attempt(self, op: ops.Op[T]) -> T:

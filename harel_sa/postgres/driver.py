@@ -15,7 +15,13 @@ import psycopg
 from psycopg import errors as pg
 from psycopg import pq
 
-from harel_sa.errors import BusyError, ConnectionLostError, HarelSAError, StorageError
+from harel_sa.errors import (
+    BusyError,
+    ConnectionLostError,
+    HarelSAError,
+    StorageError,
+    TransportClosedError,
+)
 from harel_sa.postgres.operations import Op, Result
 
 T = TypeVar("T")
@@ -83,10 +89,13 @@ def _has_rows(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any]) -> bool
 
 
 def no_connection(
-    exc: Exception, stats: dict[str, int] | None, where: str
-) -> BusyError | ConnectionLostError:
-    """A pool that gave no connection in time: busy when it has connections (all in use),
-    lost when it has none (the server cannot be reached)."""
+    exc: Exception, stats: dict[str, int] | None, where: str, *, closed: bool = False
+) -> HarelSAError:
+    """A pool that gave no connection in time: :class:`~harel_sa.TransportClosedError` when
+    the transport closed meanwhile (``closed``), busy when the pool has connections (all in
+    use), lost when it has none (the server cannot be reached)."""
+    if closed:
+        return TransportClosedError("the transport is closed")
     if stats is not None and stats.get("pool_size", 0) > 0:
         return BusyError(f"no connection of the pool was free within busy_timeout: {exc}")
     return ConnectionLostError(f"cannot connect to {where}: {exc}")

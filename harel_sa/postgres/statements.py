@@ -273,7 +273,7 @@ class Statements:
         locked), and the lanes' winners are compared; the losers' row locks last as long as
         the claim's transaction, so other claimers skip those groups meanwhile.
         """
-        try:  # a dict of its own: the lru_cache would hash the Names on every claim
+        try:  # a dict, not an lru_cache: that would hash the Names on every claim
             return self._claims[min_priority, keys]
         except KeyError:
             built = self._claims[min_priority, keys] = _claim(
@@ -311,7 +311,6 @@ def _pick(names: Names, now: str, where: str) -> str:
     )
 
 
-@lru_cache(maxsize=64)
 def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
     m, g = names.messages, names.groups
     if not keys:

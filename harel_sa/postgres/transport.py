@@ -110,9 +110,8 @@ class PostgresTransport(Generic[E]):
             try:
                 conn = pool.getconn()
             except PoolTimeout as exc:
-                if self._pool is None:
-                    raise TransportClosedError("the transport is closed") from exc
-                raise no_connection(exc, pool.get_stats(), self._where) from exc
+                closed = self._pool is None
+                raise no_connection(exc, pool.get_stats(), self._where, closed=closed) from exc
         return self._sessions.new(conn, psycopg.RawCursor(conn))
 
     def _run(self, op: ops.Op[T]) -> T:
