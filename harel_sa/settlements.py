@@ -9,8 +9,7 @@ the cost is one context-variable lookup per settle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from typing import Any, Literal
 
@@ -38,11 +37,18 @@ def report_acks(leases: Iterable[Lease[Any]], acked: Iterable[bool]) -> None:
             report(lease, "acked")
 
 
-@contextmanager
-def watching(watcher: Watcher) -> Iterator[None]:
-    """Report the settles made in this context (and in tasks started from it) to ``watcher``."""
-    token = _watcher.set(watcher)
-    try:
-        yield
-    finally:
-        _watcher.reset(token)
+class watching:  # lower case: it reads as a function, ``with watching(watcher):``
+    """Report the settles made in this context (and in tasks started from it) to ``watcher``.
+
+    A class, not a generator-based context manager: a worker enters one per handler."""
+
+    __slots__ = ("_token", "_watcher")
+
+    def __init__(self, watcher: Watcher) -> None:
+        self._watcher = watcher
+
+    def __enter__(self) -> None:
+        self._token = _watcher.set(self._watcher)
+
+    def __exit__(self, *exc: object) -> None:
+        _watcher.reset(self._token)

@@ -1,18 +1,23 @@
-"""A batching run's shared state and its decisions: which slots wait for a lease, the leases
-handed to them, the acks gathered for the next commit (shared by both drivers).
+"""A batching run's shared state and its decisions: the leases handed out and not yet taken,
+how many slots wait for one, the acks gathered for the next commit (shared by both drivers).
 
 With batching (:attr:`~harel_sa.worker.WorkerOptions.batching`), one program, the batcher
 (:func:`~harel_sa.worker.programs.batcher`), makes every ack and claim of the run and the
-slots only run handlers: a slot that is free waits on its bell; the batcher claims up to
-``batch`` leases for the free slots with one ``claim_many`` and hands one to each; a slot whose
-handler returned hands its lease back to be acked and is free again at once; the batcher
-sends the gathered acks as one ``ack_many`` fused with the claim for the free slots
-(``ack_many_and_claim_many``) once no slot holds a lease any more, ``batch`` acks are
+slots only run handlers. The batcher claims up to ``batch`` leases for the free slots with one
+``claim_many`` and puts them in one shared tray; a slot takes the next lease from the tray,
+runs its handler and hands an ack back, then takes again: while the tray holds leases, a slot
+goes from one to the next without waiting, so a run of quick handlers costs no thread switch
+per message. The batcher sends the gathered acks as one ``ack_many`` fused with the claim for
+the free slots (``ack_many_and_claim_many``) once no lease is out any more, ``batch`` acks are
 gathered, or the first of them waited ``ack_wait`` seconds. Nacks, dead letters and releases
 stay single calls, made by the slot itself. Thread-safe under the run's lock.
 
-Bells: ``0`` is the batcher's, ``1..concurrency`` the slots'. The run rings them through
-the driver (``Run.on_ring``) after the state changed, so a waiter that looks again finds it.
+Wake-ups: a slot that finds the tray empty counts itself waiting and waits for a wake-up
+(``Run.on_wake``), which the driver counts, so none is lost between the look and the wait.
+Leases put in the tray wake one waiting slot, and a slot that takes a lease while more are
+left wakes the next (a chain: with quick handlers the first slot often empties the tray
+before the next one runs). The batcher waits on its bell (``Run.on_ring``), rung after the
+state changed: a waiter clears it, then looks again, so no ring is lost.
 """
 
 from __future__ import annotations
@@ -30,14 +35,13 @@ from harel_sa.worker.operations import Ack, Batch, Operation, Sent
 if TYPE_CHECKING:
     from harel_sa.worker.run import Run
 
-BATCHER = 0  # the batcher's bell
 POLL = 0.05  # how often a batcher with nothing to send looks again once stopping
 LONG = 1.0  # the batcher's longest wait on its bell (a guard: every change rings it)
 
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """No lease for this slot yet: wait on its bell and look again."""
+    """The tray is empty: wait for a wake-up and look again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,97 +57,129 @@ WAITING = Waiting()
 
 
 class Batches:
-    """The slots, their leases and the gathered acks of one batching run."""
+    """The tray, the waiting slots and the gathered acks of one batching run."""
 
     def __init__(self, run: Run, lock: threading.RLock) -> None:
         self.run = run
         self.options = run.options
         self._lock = lock
         self._size = min(self.options.batch, self.options.concurrency)
-        # Slots waiting for a lease: all of them at the start, so the first claim fills them.
-        self._free: deque[int] = deque(range(1, self.options.concurrency + 1))
-        self._holding: set[int] = set()  # slots with a lease (handed, or in its handler)
-        self._mail: dict[int, Lease[Any]] = {}  # handed, not yet taken
+        self._tray: deque[Lease[Any]] = deque()  # handed out, not taken yet
+        self._out = 0  # leases in the tray or with a slot (its handler, or its own settle)
+        self._waiting = 0  # slots counted waiting and not woken yet
+        self._pending = 0  # slots woken that have not looked at the tray yet
         self._acks: list[Lease[Any]] = []
         self._first_at: float | None = None  # when the oldest gathered ack came
         self._short_until = 0.0  # no claim for free slots before then (the idle poll)
+        self._sending = False  # a batch is on its way (sent by the batcher or by a slot)
+        self._asleep_until = 0.0  # when the batcher's current sleep ends at the latest
         self.claiming = True  # False once the budget is spent or (until_empty) none was found
         self.open = True  # the batcher runs: it takes acks and hands out leases
 
     # -- the slots -------------------------------------------------------------------------
-    def take(self, slot: int) -> Lease[Any] | Waiting | None:
-        """The lease handed to ``slot``; ``WAITING`` (wait on its bell); ``None``: the slot ends
-        (stopping, or the batcher is done). A lease handed but not taken when a stop came stays
-        held: it is released with what else is held at the end."""
-        ring = False
+    def take(self, woken: bool = False) -> Lease[Any] | Waiting | None:
+        """The next lease in the tray; ``WAITING`` (wait for a wake-up, then take again with
+        ``woken``); ``None``: the slot ends (stopping, or the batcher is done). Leases in the
+        tray when a stop comes are never started: they stay held, and are released with what
+        else is held at the end."""
+        wake = False
         with self._lock:
-            lease = self._mail.pop(slot, None)
-            stopping = self.run.stopping or self.run.done
-            if lease is not None and not stopping:
-                return lease
-            self._holding.discard(slot)
-            if stopping or not self.open:
-                if slot in self._free:
-                    self._free.remove(slot)
+            if woken:
+                self._pending -= 1
+            if self.run.stopping or self.run.done:
+                return None  # what is in the tray stays held (the batcher drops it)
+            if self._tray:
+                lease = self._tray.popleft()
+                wake = self._wake_one()
+            elif not self.open:
                 return None
-            if slot not in self._free:
-                self._free.append(slot)
-                ring = not self._acks  # with acks gathered, their commit claims for it
-        if ring:
-            self.run.on_ring(BATCHER)
-        return WAITING
+            else:
+                self._waiting += 1
+                return WAITING
+        if wake:
+            self.run.on_wake(1)
+        return lease
 
-    def gather(self, slot: int, op: Operation) -> bool:
-        """``slot``'s handler returned: its ack joins the next batch and the slot is free
+    def gather(self, op: Operation) -> bool:
+        """A slot's handler returned: its ack joins the next batch and the slot is free
         (``True``); ``False`` for anything but an ack, or once the batcher is done (the slot
-        then sends it itself)."""
+        then sends it itself, and calls :meth:`settled` after)."""
         if not isinstance(op, Ack):
             return False
         with self._lock:
             if not self.open:
                 return False
             self._acks.append(op.lease)
-            self._holding.discard(slot)
-            self._free.append(slot)
-            first = self._first_at is None
-            if first:
-                self._first_at = time.monotonic()
-            ring = first or self._due(time.monotonic())
+            self._out -= 1
+            if self._first_at is not None:
+                return True
+            now = self._first_at = time.monotonic()
+            # The batcher times ``ack_wait`` from the first ack; a batch due now is sent by
+            # this slot itself (:meth:`ready`), or after the batch being sent.
+            ring = not self._due(now)
         if ring:
-            self.run.on_ring(BATCHER)
+            self.run.on_ring()
         return True
+
+    def ready(self) -> Batch | None:
+        """The gathered acks when they are due and no other batch is being sent: the slot
+        that gathered last sends them itself (with the claim for the free slots), so a batch
+        of quick handlers goes out without waking the batcher. ``None``: nothing is due, or
+        another batch is on its way (its sender looks again after it)."""
+        with self._lock:
+            if self._sending or not self._acks or not self._due(time.monotonic()):
+                return None
+            return self._next_batch(time.monotonic())
+
+    def settled(self) -> None:
+        """A slot settled its lease itself (a nack, a dead letter, an ack once the batcher
+        is done): the slot is free; the batcher may claim for it."""
+        with self._lock:
+            self._out -= 1
+            ring = not self._acks  # with acks gathered, their commit claims for it
+        if ring:
+            self.run.on_ring()
 
     # -- the batcher -----------------------------------------------------------------------
     def next(self) -> Batch | Sleep | None:
         """What the batcher does now: send a batch, sleep, or end (``None``)."""
         now = time.monotonic()
-        run = self.run
         with self._lock:
-            if run.done:
+            what = self._next(now)
+            self._asleep_until = now + what.seconds if isinstance(what, Sleep) else now
+            return what
+
+    def _next(self, now: float) -> Batch | Sleep | None:
+        """:meth:`next`, under the lock."""
+        run = self.run
+        if run.done:
+            self._close()
+            return None
+        if run.stopping:
+            self._drop_tray()
+        if self._sending:  # a slot sends a batch: it rings when there is more to do
+            return Sleep(POLL if run.stopping else LONG)
+        if self._acks:
+            if not self._due(now):
+                assert self._first_at is not None
+                return Sleep(self._first_at + self.options.ack_wait - now)
+            return self._next_batch(now)
+        free = self.options.concurrency - self._out
+        wanted = self.claiming and free > 0 and not run.stopping
+        nobody_busy = not self._out
+        if wanted and (now >= self._short_until or (run.until_empty and nobody_busy)):
+            limit = self._reserve()
+            if limit:
+                self._sending = True
+                return Batch((), self.options, limit)
+        if not self.claiming or run.stopping:
+            if nobody_busy or run.grace_left() == 0:
                 self._close()
                 return None
-            if self._acks:
-                if not self._due(now):
-                    assert self._first_at is not None
-                    return Sleep(self._first_at + self.options.ack_wait - now)
-                acks = tuple(self._acks[: self._size])
-                del self._acks[: self._size]
-                self._first_at = now if self._acks else None
-                return Batch(acks, self.options, self._reserve())
-            wanted = self.claiming and bool(self._free) and not run.stopping
-            nobody_busy = not self._holding
-            if wanted and (now >= self._short_until or (run.until_empty and nobody_busy)):
-                limit = self._reserve()
-                if limit:
-                    return Batch((), self.options, limit)
-            if not self.claiming or run.stopping:
-                if nobody_busy or run.grace_left() == 0:
-                    self._close()
-                    return None
-                return Sleep(POLL)
-            if self._free and self._short_until > now:
-                return Sleep(self._short_until - now, idle=True)
-            return Sleep(LONG)
+            return Sleep(POLL)
+        if free > 0 and self._short_until > now:
+            return Sleep(self._short_until - now, idle=True)
+        return Sleep(LONG)
 
     def heard(self) -> None:
         """The transport heard of a message during the idle poll: claim for free slots now."""
@@ -151,32 +187,41 @@ class Batches:
             self._short_until = 0.0
 
     def sent(self, batch: Batch, sent: Sent, seconds: float) -> None:
-        """``batch`` committed with ``sent`` after ``seconds``: count its acks, hand its leases
-        to free slots (a stop meanwhile leaves them held, to be released)."""
+        """``batch`` committed with ``sent`` after ``seconds``: count its acks, put its leases
+        in the tray (a stop meanwhile leaves them held, to be released)."""
         run = self.run
-        for lease, took in zip(batch.leases, sent.acked, strict=True):
-            run.acked(lease, took, batch.name)
+        run.acked_many(batch.leases, sent.acked, batch.name)
         if batch.limit:
             run.unreserve(batch.limit - len(sent.leases))
             if sent.leases:
                 run.claimed_many(sent.leases, seconds)
-        handed: list[int] = []
+        wake = False
         with self._lock:
-            if batch.limit and len(sent.leases) < batch.limit:
+            self._sending = False
+            short = batch.limit and len(sent.leases) < batch.limit
+            if short:
                 self._short_until = time.monotonic() + self.options.poll_interval
-                if not (sent.leases or self._holding or self._acks) and run.until_empty:
+                if not (sent.leases or self._out or self._acks) and run.until_empty:
                     self.claiming = False  # found nothing, and no handler may free a group
-            # A batch claims for free slots only, and a free slot leaves ``_free`` only by a
-            # hand-out or by ending (once stopping, when nothing is handed any more).
-            for lease in sent.leases:
-                if run.stopping or not self._free:
-                    break
-                slot = self._free.pop()  # the last freed: its thread is likely still awake
-                self._mail[slot] = lease
-                self._holding.add(slot)
-                handed.append(slot)
-        for slot in handed:
-            self.run.on_ring(slot)
+            if sent.leases and not run.stopping:
+                # A batch claims for free slots only, so the tray never holds more leases
+                # than there are slots to take them.
+                self._tray.extend(sent.leases)
+                self._out += len(sent.leases)
+                wake = self._wake_one()
+            # The batcher's turn: acks gathered meanwhile (their ``ack_wait``), the end, or
+            # the idle poll after a short claim, unless it sleeps no longer than that already
+            # (a deep group's every batch is short: no wake-up of the batcher for each).
+            ring = (
+                bool(self._acks)
+                or not self.claiming
+                or run.stopping
+                or (short and self._short_until < self._asleep_until)
+            )
+        if wake:
+            run.on_wake(1)
+        if ring:
+            run.on_ring()
 
     def failed(self, batch: Batch, error: HarelSAError) -> bool:
         """``batch`` raised ``error``: send it again after ``poll_interval``? Only for a busy
@@ -196,39 +241,88 @@ class Batches:
             return None
         if batch.limit and self.run.stopping:
             self.run.unreserve(batch.limit)
-            return Batch(batch.leases, batch.options, 0) if batch.leases else None
+            if not batch.leases:
+                self._done_sending()
+                return None
+            return Batch(batch.leases, batch.options, 0)
         return batch
 
     def dropped(self, batch: Batch) -> None:
         """``batch`` will not be sent: its acks are lost, its claim given back."""
-        for lease in batch.leases:
-            self.run.acked(lease, False, batch.name)
+        self.run.acked_many(batch.leases, (False,) * len(batch.leases), batch.name)
         self.run.unreserve(batch.limit)
+        self._done_sending()
+
+    def _done_sending(self) -> None:
+        with self._lock:
+            self._sending = False
+        self.run.on_ring()
+
+    def wake_all(self) -> None:
+        """A stop: every slot waiting looks again (and ends), so does the batcher."""
+        with self._lock:
+            wake = self._wake_waiting()
+        if wake:
+            self.run.on_wake(wake)
+        self.run.on_ring()
 
     # -- the rules -------------------------------------------------------------------------
     def _due(self, now: float) -> bool:
-        """Send the gathered acks now: no slot holds a lease (no other ack is coming), the
-        batch is full, the oldest waited ``ack_wait``, or the run is stopping."""
+        """Send the gathered acks now: no lease is out (no other ack is coming), the batch is
+        full, the oldest waited ``ack_wait``, or the run is stopping."""
         return (
-            not self._holding
+            not self._out
             or len(self._acks) >= self._size
             or (self._first_at is not None and now >= self._first_at + self.options.ack_wait)
             or self.run.stopping
         )
 
+    def _next_batch(self, now: float) -> Batch:
+        """The gathered acks (up to ``batch``) and the claim for the free slots, now being
+        sent."""
+        acks = tuple(self._acks[: self._size])
+        del self._acks[: self._size]
+        self._first_at = now if self._acks else None
+        self._sending = True
+        return Batch(acks, self.options, self._reserve())
+
     def _reserve(self) -> int:
         """How many leases to claim for the free slots (up to ``batch``, within the budget);
         0 once stopping, not claiming, or when the budget is spent (then no more claims)."""
-        if not self.claiming or self.run.stopping or not self._free:
+        free = self.options.concurrency - self._out
+        if not self.claiming or self.run.stopping or free <= 0:
             return 0
-        limit = self.run.reserve_many(min(len(self._free), self._size))
+        limit = self.run.reserve_many(min(free, self._size))
         if not limit:
             self.claiming = False
         return limit
 
+    def _wake_one(self) -> bool:
+        """Leases wait in the tray: wake one waiting slot, unless one woken has not looked yet
+        (when it takes, it wakes the next while leases are left). So quick handlers are not
+        spread over threads that each wake up to find the tray empty, and slow ones still get
+        a slot each, one wake-up after the other."""
+        if not (self._tray and self._waiting and not self._pending):
+            return False
+        self._waiting -= 1
+        self._pending += 1
+        return True
+
+    def _wake_waiting(self) -> int:
+        """Wake every waiting slot (a stop, the end): how many."""
+        wake, self._waiting = self._waiting, 0
+        self._pending += wake
+        return wake
+
+    def _drop_tray(self) -> None:
+        """Stopping: the leases in the tray will not be started (they stay held until the
+        end releases them), so they are no longer out."""
+        self._out -= len(self._tray)
+        self._tray.clear()
+
     def _close(self) -> None:
-        """The batcher ends: the free slots end too (their bells ring)."""
+        """The batcher ends: the waiting slots end too."""
         self.open = False
-        free, self._free = list(self._free), deque()
-        for slot in free:
-            self.run.on_ring(slot)
+        wake = self._wake_waiting()
+        if wake:
+            self.run.on_wake(wake)

@@ -18,10 +18,21 @@ from collections.abc import Generator
 from typing import Any
 
 from harel_sa.events import Lease
-from harel_sa.worker.batches import BATCHER, Batches, Sleep, Waiting
+from harel_sa.worker.batches import Batches, Sleep, Waiting
 from harel_sa.worker.operations import Batch, Claim, Done, Nack, Operation, Sent
 from harel_sa.worker.run import Run
-from harel_sa.worker.steps import Abandon, Bell, Call, Handle, Program, Send, Step, Wait, WaitSlots
+from harel_sa.worker.steps import (
+    Abandon,
+    Bell,
+    Call,
+    Handle,
+    Program,
+    Send,
+    Step,
+    Take,
+    Wait,
+    WaitSlots,
+)
 
 POLL = 0.05  # how often the supervisor looks at the slots and the grace
 
@@ -33,10 +44,7 @@ def team(run: Run) -> list[Program]:
     n = run.options.concurrency
     if run.batches is None:
         return [slot(run) for _ in range(n)]
-    return [
-        batcher(run, run.batches),
-        *(batching_slot(run, run.batches, k) for k in range(1, n + 1)),
-    ]
+    return [batcher(run, run.batches), *(batching_slot(run, run.batches) for _ in range(n))]
 
 
 def slot(run: Run) -> Program:
@@ -101,20 +109,26 @@ def settle(run: Run, op: Operation) -> Generator[Step, None, Lease[Any] | None]:
         op = retry
 
 
-def batching_slot(run: Run, batches: Batches, me: int) -> Program:
-    """A slot of a batching run: wait for the lease the batcher hands it, handle it, hand an
-    ack back to the batcher (a nack or a dead letter it sends itself); again, until the batcher
-    ends or a stop."""
+def batching_slot(run: Run, batches: Batches) -> Program:
+    """A slot of a batching run: take the next lease from the batcher's tray (waiting for a
+    wake-up while it is empty), handle it, hand an ack back (a nack or a dead letter it sends
+    itself); when its ack makes the gathered acks due, send them itself, fused with the claim
+    for the free slots; again, until the batcher ends or a stop."""
     while True:
-        lease = batches.take(me)
+        lease = batches.take()
         while isinstance(lease, Waiting):
-            yield Bell(me, None)  # rung when a lease is handed, the batcher ends, or a stop
-            lease = batches.take(me)
+            yield Take()  # woken when leases are put in the tray, the batcher ends, or a stop
+            lease = batches.take(woken=True)
         if lease is None:
             return
         op = yield from handle(run, lease)
-        if op is not None and not batches.gather(me, op):
-            yield from settle(run, op)
+        if op is None or not batches.gather(op):
+            if op is not None:
+                yield from settle(run, op)
+            batches.settled()
+            continue
+        while (batch := batches.ready()) is not None:
+            yield from send(run, batches, batch)
 
 
 def batcher(run: Run, batches: Batches) -> Program:
@@ -126,7 +140,7 @@ def batcher(run: Run, batches: Batches) -> Program:
         if what is None:
             return
         if isinstance(what, Sleep):
-            bell = Bell(BATCHER, what.seconds, idle=what.idle)
+            bell = Bell(what.seconds, idle=what.idle)
             yield bell
             if bell.heard:
                 batches.heard()

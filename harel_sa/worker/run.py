@@ -108,6 +108,8 @@ class Run:
         self._lock = threading.RLock()  # RLock: a signal handler may stop mid-section
         self._budget = max_messages
         self._until_empty = until_empty
+        # Keyed by lease token: unique in this process (``events.tokens``), cheaper than
+        # ``locked_by``.
         self._held: dict[str, Lease[Any]] = {}
         self._in_handlers = 0
         self._by_handler: dict[str, tuple[How, float]] = {}  # settled by their own handler
@@ -119,7 +121,9 @@ class Run:
         self._deadline: float | None = None
         self._settle_by: float | None = None
         self.on_stop: Callable[[], None] = _nothing  # the driver's wake-up
-        self.on_ring: Callable[[int], None] = _ignore  # the driver rings a bell (batches.py)
+        # Batching only (batches.py): the driver rings the batcher's bell, wakes waiting slots.
+        self.on_ring: Callable[[], None] = _nothing
+        self.on_wake: Callable[[int], None] = _ignore
         self.batches = Batches(self, self._lock) if options.batching else None
 
     @property
@@ -127,10 +131,9 @@ class Run:
         return self._until_empty
 
     def _ring_all(self) -> None:
-        """A stop: every program waiting on a bell looks again."""
+        """A stop: every batching program waiting looks again."""
         if self.batches is not None:
-            for bell in range(self.options.concurrency + 1):
-                self.on_ring(bell)
+            self.batches.wake_all()
 
     def started(self, database: str, prefix: str, kind: str) -> None:
         """The INFO line every run starts with."""
@@ -273,10 +276,9 @@ class Run:
         now on; one claim latency for them all."""
         with self._lock:
             for lease in leases:
-                self._held[lease.locked_by] = lease
+                self._held[lease.token] = lease
         debug = log.isEnabledFor(logging.DEBUG)  # a batch's hot path: no fields built for nothing
-        for _ in leases:
-            self._count("claimed")
+        self._count("claimed", len(leases))
         self._observer.claim_latency(seconds)
         for lease in leases if debug else ():
             log.debug(
@@ -295,8 +297,8 @@ class Run:
     def settled_by_handler(self, lease: Lease[Any], how: How, delay: float) -> None:
         """The handler itself acked, nacked or dead-lettered ``lease`` (and it took)."""
         with self._lock:
-            if self._held.pop(lease.locked_by, None) is not None:
-                self._by_handler[lease.locked_by] = (how, delay)
+            if self._held.pop(lease.token, None) is not None:
+                self._by_handler[lease.token] = (how, delay)
 
     def plan(self, lease: Lease[Any], outcome: Outcome, seconds: float) -> Operation | None:
         """The handler of ``lease`` ended with ``outcome`` after ``seconds``: what to do with
@@ -307,8 +309,8 @@ class Run:
         """
         with self._lock:
             self._in_handlers -= 1
-            self._held.pop(lease.locked_by, None)
-            own = self._by_handler.pop(lease.locked_by, None)
+            self._held.pop(lease.token, None)
+            own = self._by_handler.pop(lease.token, None)
         self._observer.handler_duration(seconds)
         if own is not None:
             self._settled_by_handler(lease, *own)
@@ -406,12 +408,20 @@ class Run:
     def acked(self, lease: Lease[Any], took: bool, what: str) -> None:
         """The ack of ``lease`` (by ``what``, after its handler) is durable (``took``) or found
         the lease lost: only now is its handler counted as succeeded."""
-        if not took:
-            self._note_lost(lease, what)
-            return
-        self._count("succeeded")
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("acked %s seq %d", lease.group_id, lease.seq, extra=_fields(lease))
+        self.acked_many((lease,), (took,), what)
+
+    def acked_many(self, leases: tuple[Lease[Any], ...], took: tuple[bool, ...], what: str) -> None:
+        """:meth:`acked` for each of ``leases`` and whether its ack took (one batch)."""
+        debug = log.isEnabledFor(logging.DEBUG)
+        succeeded = 0
+        for lease, ok in zip(leases, took, strict=True):
+            if not ok:
+                self._note_lost(lease, what)
+                continue
+            succeeded += 1
+            if debug:
+                log.debug("acked %s seq %d", lease.group_id, lease.seq, extra=_fields(lease))
+        self._count("succeeded", succeeded)
 
     def may_retry(self, op: Operation, error: HarelSAError) -> bool:
         """``op`` raised ``error``: try it again after ``poll_interval``? Only for a busy
@@ -442,7 +452,7 @@ class Run:
     def extended(self, lease: Lease[Any], ok: bool) -> None:
         """A heartbeat's extend returned ``ok``; ``False`` on a still-held lease means lost."""
         with self._lock:
-            held = lease.locked_by in self._held
+            held = lease.token in self._held
         if not ok and held:
             self._note_lost(lease, "extend")
 
@@ -468,9 +478,9 @@ class Run:
 
     def _note_lost(self, lease: Lease[Any], what: str) -> None:
         with self._lock:
-            if lease.locked_by in self._lost:
+            if lease.token in self._lost:
                 return
-            self._lost.add(lease.locked_by)
+            self._lost.add(lease.token)
         self._count("lost")
         log.warning(
             "lease on %s seq %d lost (%s returned False): another worker may handle it",
@@ -480,10 +490,12 @@ class Run:
             extra=_fields(lease),
         )
 
-    def _count(self, what: str) -> None:
+    def _count(self, what: str, n: int = 1) -> None:
+        """``n`` more of ``what`` (each told to the observer)."""
         with self._lock:
-            self._counts[what] += 1
-        self._observer.count(what)
+            self._counts[what] += n
+        for _ in range(n):
+            self._observer.count(what)
 
     def stats(self) -> WorkerStats:
         with self._lock:
@@ -494,5 +506,5 @@ def _nothing() -> None:
     pass
 
 
-def _ignore(bell: int) -> None:
+def _ignore(slots: int) -> None:
     pass

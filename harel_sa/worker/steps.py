@@ -1,4 +1,4 @@
-"""What a worker's programs ask their driver to do: seven kinds of step, each typed.
+"""What a worker's programs ask their driver to do: eight kinds of step, each typed.
 
 A program (:mod:`~harel_sa.worker.programs`) yields a step; the driver performs it, with
 ``step.sync(driver)`` (threads) or ``await step.aio(driver)`` (tasks), and the step keeps its
@@ -31,7 +31,8 @@ class SyncDriver(Protocol):
 
     def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None: ...
     def wait_slots(self, seconds: float) -> int: ...
-    def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> bool: ...
+    def wait_bell(self, seconds: float | None, idle: bool) -> bool: ...
+    def wait_woken(self) -> None: ...
     def abandon(self) -> None: ...
 
 
@@ -43,7 +44,8 @@ class AsyncDriver(Protocol):
 
     async def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None: ...
     async def wait_slots(self, seconds: float) -> int: ...
-    async def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> bool: ...
+    async def wait_bell(self, seconds: float | None, idle: bool) -> bool: ...
+    async def wait_woken(self) -> None: ...
     async def abandon(self) -> None: ...
 
 
@@ -137,23 +139,34 @@ class Wait:
 
 @dataclass(slots=True)
 class Bell:
-    """Wait up to ``seconds`` (``None``: as long as it takes) for ``bell`` to ring (the run
-    rings a batching slot's bell when it hands it a lease or the batcher ends, the batcher's
-    when an ack or a free slot wants it, every bell on a stop); a ring that came before the
-    wait ends it at once. ``idle``: the batcher's idle wait after a claim found fewer messages
-    than it asked for (the poll), which also ends when the transport hears of a message
-    -> ``heard``."""
+    """The batcher waits up to ``seconds`` (``None``: as long as it takes) for its bell to
+    ring (the run rings it when an ack or a free slot wants it, and on a stop); a ring that
+    came before the wait ends it at once. ``idle``: the wait after a claim found fewer
+    messages than it asked for (the poll), which also ends when the transport hears of a
+    message -> ``heard``."""
 
-    bell: int
     seconds: float | None
     idle: bool = False
     heard: bool = False
 
     def sync(self, d: SyncDriver) -> None:
-        self.heard = d.wait_bell(self.bell, self.seconds, self.idle)
+        self.heard = d.wait_bell(self.seconds, self.idle)
 
     async def aio(self, d: AsyncDriver) -> None:
-        self.heard = await d.wait_bell(self.bell, self.seconds, self.idle)
+        self.heard = await d.wait_bell(self.seconds, self.idle)
+
+
+@dataclass(slots=True)
+class Take:
+    """A batching slot found the tray empty: wait until the run wakes it (leases were put in
+    the tray, the batcher ended, or a stop). Wake-ups are counted, not flags: one given
+    before the wait ends it at once, and each ends one wait."""
+
+    def sync(self, d: SyncDriver) -> None:
+        d.wait_woken()
+
+    async def aio(self, d: AsyncDriver) -> None:
+        await d.wait_woken()
 
 
 @dataclass(slots=True)
@@ -181,5 +194,5 @@ class Abandon:
         await d.abandon()
 
 
-Step = Call | Send | Handle | Wait | Bell | WaitSlots | Abandon
+Step = Call | Send | Handle | Wait | Bell | Take | WaitSlots | Abandon
 Program = Generator[Step, None, None]

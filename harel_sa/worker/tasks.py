@@ -58,7 +58,8 @@ class AsyncWorker(Generic[E]):
         self._slots: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._finished = asyncio.Event()
-        self._bells: list[asyncio.Event] = []
+        self._bell = asyncio.Event()  # the batcher's
+        self._woken = asyncio.Semaphore(0)  # one release per wake-up
         self._loop_thread = 0
 
     async def run(
@@ -70,9 +71,9 @@ class AsyncWorker(Generic[E]):
         self._loop = loop = asyncio.get_running_loop()
         self._wake, self._finished = asyncio.Event(), asyncio.Event()
         run.on_stop = self._wake.set
-        self._bells = [asyncio.Event() for _ in range(self.options.concurrency + 1)]
+        self._bell, self._woken = asyncio.Event(), asyncio.Semaphore(0)
         self._loop_thread = threading.get_ident()
-        run.on_ring = self._ring
+        run.on_ring, run.on_wake = self._ring, self._wake_slots
         self._run = run
         twin = self._twin()
         beat = self._heartbeat(run, loop, twin)
@@ -128,15 +129,17 @@ class AsyncWorker(Generic[E]):
     async def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None:
         await self._wait_or_hear(self._wake if wake_on_stop else self._finished, seconds, listen)
 
-    async def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> bool:
-        ringing = self._bells[bell]
+    async def wait_bell(self, seconds: float | None, idle: bool) -> bool:
         heard = False
         if seconds is None:
-            await ringing.wait()
-        elif not ringing.is_set():
-            heard = await self._wait_or_hear(ringing, seconds, idle)
-        ringing.clear()  # the program looks at the run again next: nothing rung is missed
+            await self._bell.wait()
+        elif not self._bell.is_set():
+            heard = await self._wait_or_hear(self._bell, seconds, idle)
+        self._bell.clear()  # the program looks at the run again next: nothing rung is missed
         return heard
+
+    async def wait_woken(self) -> None:
+        await self._woken.acquire()
 
     async def _wait_or_hear(self, event: asyncio.Event, seconds: float, listen: bool) -> bool:
         """Wait up to ``seconds`` for ``event`` or, when ``listen`` and the transport hears of
@@ -164,14 +167,23 @@ class AsyncWorker(Generic[E]):
             and hearing.result()
         )
 
-    def _ring(self, bell: int) -> None:
+    def _ring(self) -> None:
+        self._on_loop(self._bell.set)
+
+    def _wake_slots(self, slots: int) -> None:
+        for _ in range(slots):
+            self._on_loop(self._woken.release)
+
+    def _on_loop(self, call: Callable[[], None]) -> None:
+        """``call`` now when on the worker's loop, else through it (a stop from a signal or
+        another thread)."""
         if threading.get_ident() == self._loop_thread:
-            self._bells[bell].set()
+            call()
             return
         loop = self._loop
         if loop is not None:
             with suppress(RuntimeError):  # the loop is closed: the run is over
-                loop.call_soon_threadsafe(self._bells[bell].set)
+                loop.call_soon_threadsafe(call)
 
     async def wait_slots(self, seconds: float) -> int:
         alive = [t for t in self._slots if not t.done()]

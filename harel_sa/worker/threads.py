@@ -9,6 +9,7 @@ the signals.
 
 from __future__ import annotations
 
+import queue
 import signal
 import threading
 import time
@@ -61,7 +62,8 @@ class Worker(Generic[E]):
         self._slots: list[threading.Thread] = []
         self._wake = threading.Event()
         self._finished = threading.Event()
-        self._bells: list[threading.Event] = []
+        self._bell = threading.Event()  # the batcher's
+        self._woken: queue.SimpleQueue[None] = queue.SimpleQueue()  # one item per wake-up
 
     def run(self, *, max_messages: int | None = None, until_empty: bool = False) -> WorkerStats:
         """Work until stopped (:meth:`stop`, SIGTERM, SIGINT); return what was done.
@@ -77,8 +79,8 @@ class Worker(Generic[E]):
         run = Run(self.options, max_messages, until_empty)
         self._wake, self._finished = threading.Event(), threading.Event()
         run.on_stop = self._wake.set
-        self._bells = [threading.Event() for _ in range(self.options.concurrency + 1)]
-        run.on_ring = self._ring
+        self._bell, self._woken = threading.Event(), queue.SimpleQueue()
+        run.on_ring, run.on_wake = self._bell.set, self._wake_slots
         self._run = run
         beat = Heartbeat(run, lambda lease: self.transport.extend(lease, self.options.visibility))
         run.started(self.transport.database, self.transport.prefix, "threads")
@@ -111,15 +113,17 @@ class Worker(Generic[E]):
         else:  # SQLite's wait_for_messages only sleeps
             event.wait(seconds)
 
-    def wait_bell(self, bell: int, seconds: float | None, idle: bool) -> bool:
-        ringing = self._bells[bell]
+    def wait_bell(self, seconds: float | None, idle: bool) -> bool:
         heard = False
         if idle and seconds is not None and self._listens:
-            heard = self._wait_or_hear(ringing, seconds, IDLE_BELL_SLICE)
+            heard = self._wait_or_hear(self._bell, seconds, IDLE_BELL_SLICE)
         else:
-            ringing.wait(seconds)
-        ringing.clear()  # the program looks at the run again next: nothing rung is missed
+            self._bell.wait(seconds)
+        self._bell.clear()  # the program looks at the run again next: nothing rung is missed
         return heard
+
+    def wait_woken(self) -> None:
+        self._woken.get()
 
     def _wait_or_hear(self, event: threading.Event, seconds: float, piece: float) -> bool:
         """Wait up to ``seconds`` for ``event`` or for the transport to hear of a message
@@ -131,8 +135,9 @@ class Worker(Generic[E]):
                 return True
         return False
 
-    def _ring(self, bell: int) -> None:
-        self._bells[bell].set()
+    def _wake_slots(self, slots: int) -> None:
+        for _ in range(slots):
+            self._woken.put(None)
 
     def wait_slots(self, seconds: float) -> int:
         alive = [t for t in self._slots if t.is_alive()]

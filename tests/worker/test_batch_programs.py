@@ -1,5 +1,5 @@
 """The batching programs (the batcher and its slots), driven step by step with no database and
-no thread: what each batch holds, when it is sent, and what the run counts."""
+no thread: what each batch holds, who sends it and when, and what the run counts."""
 
 from __future__ import annotations
 
@@ -10,15 +10,14 @@ import pytest
 from harel_sa import BusyError, Event, InvalidArgumentError, Lease
 from harel_sa.worker import WorkerOptions
 from harel_sa.worker import programs as p
-from harel_sa.worker.batches import BATCHER
 from harel_sa.worker.operations import Batch, Nack, Sent
 from harel_sa.worker.run import Raised, Run
-from harel_sa.worker.steps import Bell, Call, Handle, Program, Send, Step, Wait
+from harel_sa.worker.steps import Bell, Call, Handle, Program, Send, Step, Take, Wait
 
 OPTIONS = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=60.0, visibility=120.0)
 
 
-LEASES = {n: Lease(n, f"g{n}", Event(kind="job"), "w", f"t{n}", 1) for n in range(1, 5)}
+LEASES = {n: Lease(n, f"g{n}", Event(kind="job"), "w", f"t{n}", 1) for n in range(1, 8)}
 
 
 def lease(seq: int) -> Lease[Event]:
@@ -26,14 +25,38 @@ def lease(seq: int) -> Lease[Event]:
 
 
 class Team:
-    """A batching run's batcher and slots, each stepped by hand."""
+    """A batching run's batcher and slots, each stepped by hand; the wake-ups the run gives
+    are counted, and handed to waiting slots only by :meth:`drive`, as a driver would."""
 
     def __init__(self, options: WorkerOptions = OPTIONS, **run: Any) -> None:
         self.run = Run(options, run.get("max_messages"), run.get("until_empty", False))
         [self.batcher, *self.slots] = p.team(self.run)
+        self.rang = 0  # the batcher's bell
+        self.wakes = 0  # wake-ups given to waiting slots, not yet handed to one
+        self.given = 0  # wake-ups given in all
+        self.run.on_ring = self._ring
+        self.run.on_wake = self._wake
         self.at: dict[int, Step | None] = {k: next(s) for k, s in enumerate(self.slots, 1)}
-        self.rang: list[int] = []
-        self.run.on_ring = self.rang.append
+
+    def _ring(self) -> None:
+        self.rang += 1
+
+    def _wake(self, slots: int) -> None:
+        self.wakes += slots
+        self.given += slots
+
+    def step(self, k: int) -> Step | None:
+        """Slot ``k`` goes on (its step was performed): its next step."""
+        self.at[k] = next(self.slots[k - 1], None)
+        return self.at[k]
+
+    def drive(self) -> dict[int, int]:
+        """Hand each wake-up to a slot waiting on ``Take`` (the lowest first); ``{seq: slot}``
+        of the slots now handling."""
+        while self.wakes and (waiting := [k for k, s in self.at.items() if isinstance(s, Take)]):
+            self.wakes -= 1
+            self.step(waiting[0])
+        return {s.lease.seq: k for k, s in self.at.items() if isinstance(s, Handle)}
 
     def batch(self) -> Send:
         """The batcher's next step: it must be a batch."""
@@ -42,96 +65,126 @@ class Team:
         return step
 
     def answer(
-        self, send: Send, acked: tuple[bool, ...] = (), *leases: Lease[Event]
+        self, send: Send, acked: tuple[bool, ...] = (), *leases: Lease[Event], slot: int = 0
     ) -> Step | None:
-        """Answer the batch ``send``; the batcher's next step (``None``: it ended)."""
+        """Answer the batch ``send`` (the batcher's, or slot ``slot``'s): the sender's next
+        step (``None``: it ended)."""
         send.result = Sent(acked, leases)
-        return next(self.batcher, None)
-
-    def wake(self, k: int) -> Step | None:
-        """Slot ``k`` looks again after its bell: its next step."""
-        self.at[k] = next(self.slots[k - 1], None)
-        return self.at[k]
-
-    def start(self) -> dict[int, int]:
-        """Every slot whose bell rang looks again; ``{seq: slot}`` of those now handling."""
-        rang, self.rang[:] = list(self.rang), []
-        for k in sorted(set(rang) - {BATCHER}):
-            self.wake(k)
-        return {s.lease.seq: k for k, s in self.at.items() if isinstance(s, Handle)}
+        return self.step(slot) if slot else next(self.batcher, None)
 
     def finish(self, k: int, outcome: Any = None) -> Step | None:
-        """Slot ``k``'s handler ends (returned, unless ``outcome``)."""
+        """Slot ``k``'s handler ends (returned, unless ``outcome``): its next step."""
         step = self.at[k]
         assert isinstance(step, Handle), step
         if outcome is not None:
             step.outcome = outcome
-        return self.wake(k)
+        return self.step(k)
+
+
+def sending(step: Step | None) -> Send:
+    assert isinstance(step, Send), step
+    return step
 
 
 def test_one_claim_many_fills_every_free_slot_and_each_gets_one_lease() -> None:
     team = Team()
-    assert all(isinstance(s, Bell) and s.bell == k for k, s in team.at.items())  # all free
+    assert all(isinstance(s, Take) for s in team.at.values())  # all free, waiting
     claim = team.batch()
     assert claim.batch == Batch((), OPTIONS, 3)  # one claim for the three free slots
     leases = lease(1), lease(2), lease(3)
     assert isinstance(team.answer(claim, (), *leases), Bell)  # the batcher waits for acks
-    assert sorted(team.rang) == [1, 2, 3]
-    handled = [team.wake(k) for k in (1, 2, 3)]
-    assert sorted(s.lease.seq for s in handled if isinstance(s, Handle)) == [1, 2, 3]
+    assert team.wakes == 1  # one slot is woken; each that takes wakes the next
+    handling = team.drive()  # three handlers at once: a slow one holds no other lease back
+    assert handling == {1: 1, 2: 2, 3: 3} and team.given == 3
     assert team.run.stats().claimed == 3
     assert {h.seq for h in team.run.held()} == {1, 2, 3}  # the heartbeat extends them
+
+
+def test_a_slot_with_quick_handlers_takes_lease_after_lease_without_waiting() -> None:
+    team = Team()
+    team.answer(team.batch(), (), lease(1), lease(2), lease(3))
+    team.wakes = 0  # the other slots do not run before slot 1 is done (one thread's turn)
+    team.step(1)
+    for seq in (2, 3):  # slot 1's handler returns: the tray's next lease is its next step
+        step = team.finish(1)
+        assert isinstance(step, Handle) and step.lease.seq == seq
+    send = sending(team.finish(1))  # its ack completes the batch: it sends it itself
+    assert send.batch == Batch((lease(1), lease(2), lease(3)), OPTIONS, 3)
+    # Two wake-ups: one when the leases came (slot 1), one more when slot 1 took the first
+    # with leases left; none after that while the slot woken has not looked yet.
+    assert team.given == 2
 
 
 def test_acks_are_gathered_into_one_batch_counted_only_once_it_committed() -> None:
     team = Team()
     leases = lease(1), lease(2), lease(3)
     team.answer(team.batch(), (), *leases)
-    order = team.start()
-    team.finish(order[1])
-    wait = next(team.batcher)  # two handlers still hold leases: the first ack waits
-    assert isinstance(wait, Bell) and wait.bell == BATCHER and 59 < wait.seconds <= 60
-    team.finish(order[2])
-    team.finish(order[3])
-    assert team.run.stats().succeeded == 0  # not durable yet: nothing counted
-    send = team.batch()  # nobody holds a lease any more: no other ack is coming
+    team.drive()
+    team.rang = 0
+    assert isinstance(team.finish(1), Take)  # two handlers still hold leases: it waits
+    assert team.rang == 1  # the batcher times ack_wait from the first ack
+    wait = next(team.batcher)
+    assert isinstance(wait, Bell) and 59 < (wait.seconds or 0) <= 60
+    assert isinstance(team.finish(2), Take)
+    send = sending(team.finish(3))  # nobody holds a lease any more: no other ack is coming
     assert send.batch == Batch(leases, OPTIONS, 3)  # one commit: three acks, three claims
-    team.answer(send, (True, True, True))
+    assert team.rang == 1  # the last slot sends it: the batcher was not woken for it
+    assert team.run.stats().succeeded == 0  # not durable yet: nothing counted
+    team.answer(send, (True, True, True), slot=3)
     assert team.run.stats().succeeded == 3
+
+
+def test_while_a_batch_is_on_its_way_no_other_is_sent_its_sender_sends_what_came_meanwhile() -> (
+    None
+):
+    options = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=0.0)
+    team = Team(options)
+    team.answer(team.batch(), (), lease(1), lease(2), lease(3))
+    team.drive()
+    first = sending(team.finish(1))  # ack_wait 0: due at once
+    assert first.batch == Batch((lease(1),), options, 1)
+    assert isinstance(team.finish(2), Take)  # due too, but slot 1's batch is on its way
+    assert isinstance(next(team.batcher), Bell)  # and the batcher does not send it either
+    second = sending(team.answer(first, (True,), lease(4), slot=1))
+    assert second.batch == Batch((lease(2),), options, 1)  # the sender sends what came
+    assert isinstance(team.answer(second, (True,), lease(5), slot=1), Handle)
+    assert team.run.stats().succeeded == 2
 
 
 def test_with_ack_wait_0_an_ack_is_sent_at_once() -> None:
     options = WorkerOptions(worker_id="w", concurrency=2, batch=2, ack_wait=0.0)
     team = Team(options)
     team.answer(team.batch(), (), lease(1), lease(2))
-    team.finish(team.start()[1])
-    send = team.batch()  # the other handler still runs: no waiting for it
+    team.drive()
+    send = sending(team.finish(1))  # the other handler still runs: no waiting for it
     assert send.batch == Batch((lease(1),), options, 1)
 
 
 def test_a_lost_lease_in_a_batch_is_counted_lost_the_others_acked() -> None:
     team = Team()
     team.answer(team.batch(), (), lease(1), lease(2), lease(3))
-    for k in team.start().values():
-        team.finish(k)
-    send = team.batch()
-    team.answer(send, (True, False, True))
+    team.drive()
+    team.finish(1)
+    team.finish(2)
+    send = sending(team.finish(3))
+    team.answer(send, (True, False, True), slot=3)
     stats = team.run.stats()
     assert (stats.succeeded, stats.lost) == (2, 1)
 
 
-def test_a_stop_releases_the_leases_handed_to_slots_that_had_not_started() -> None:
+def test_a_stop_releases_the_leases_in_the_tray_that_no_slot_had_started() -> None:
     team = Team()
     held = lease(1), lease(2), lease(3)
     team.answer(team.batch(), (), *held)
-    started = team.wake(1)  # slot 1 starts its handler; slots 2 and 3 have not looked yet
+    started = team.step(1)  # slot 1 starts its handler; the others have not run yet
     assert isinstance(started, Handle)
     team.run.request_stop()
-    assert team.wake(2) is None and team.wake(3) is None  # they end without handling
-    team.finish(1)
-    send = team.batch()  # the ack of the one handled, without a claim: stopping
+    team.drive()  # every waiting slot is woken, and ends without handling
+    assert team.at[2] is None and team.at[3] is None
+    send = sending(team.finish(1))  # the ack of the one handled, without a claim: stopping
     assert send.batch == Batch((started.lease,), OPTIONS, 0)
-    assert team.answer(send, (True,)) is None  # nothing held by a slot any more: it ends
+    assert team.answer(send, (True,), slot=1) is None  # slot 1 ends too
+    assert next(team.batcher, None) is None  # nothing out any more: the batcher ends
     supervise = p.supervise(team.run)
     step = next(supervise)
     step.alive = 0  # type: ignore[union-attr]
@@ -141,7 +194,7 @@ def test_a_stop_releases_the_leases_handed_to_slots_that_had_not_started() -> No
         assert isinstance(release, Call) and isinstance(release.op, Nack) and release.op.release
         release.result = p.Done(True)
         released.append(release.op.lease)
-    assert sorted(r.seq for r in released) == sorted({1, 2, 3} - {started.lease.seq})
+    assert sorted(r.seq for r in released) == [2, 3]
     stats = team.run.stats()
     assert (stats.claimed, stats.succeeded, stats.released) == (3, 1, 2)
 
@@ -151,34 +204,38 @@ def test_max_messages_caps_every_claim_and_gives_back_what_a_claim_did_not_find(
     claim = team.batch()
     assert claim.batch.limit == 3
     team.answer(claim, (), lease(1))  # one found: two of the budget come back
-    team.finish(team.start()[1])
-    send = team.batch()
+    k = team.drive()[1]
+    send = sending(team.finish(k))
     assert send.batch == Batch((lease(1),), OPTIONS, 3)  # 3 left of 4, three slots free
-    team.answer(send, (True,), lease(2), lease(3), lease(4))
-    for k in team.start().values():
-        team.finish(k)
-    last = team.batch()
+    team.answer(send, (True,), lease(2), lease(3), lease(4), slot=k)
+    team.drive()
+    last = None
+    for k in (1, 2, 3):
+        last = team.finish(k)
+    last = sending(last)
     assert last.batch.limit == 0  # the budget is spent: acks alone, no claim
-    assert team.answer(last, (True, True, True)) is None
+    team.rang = 0
+    team.answer(last, (True, True, True), slot=3)
+    assert team.rang == 1  # the batcher is told: nothing more to claim, it ends the run
+    assert next(team.batcher, None) is None
     assert (team.run.stats().claimed, team.run.stats().succeeded) == (4, 4)
 
 
 def test_a_busy_batch_is_sent_again_and_loses_its_claim_once_stopping() -> None:
     team = Team()
     team.answer(team.batch(), (), lease(1))
-    k = team.start()[1]
-    team.finish(k)
-    send = team.batch()
+    k = team.drive()[1]
+    send = sending(team.finish(k))
     send.result = BusyError("database is locked")
-    assert next(team.batcher) == Wait(OPTIONS.poll_interval, wake_on_stop=False)
-    again = team.batch()
-    assert isinstance(again, Send) and again.batch == send.batch  # the same batch, again
+    assert team.step(k) == Wait(OPTIONS.poll_interval, wake_on_stop=False)
+    again = sending(team.step(k))
+    assert again.batch == send.batch  # the same batch, again
     again.result = BusyError("database is locked")
-    assert isinstance(next(team.batcher), Wait)
+    assert isinstance(team.step(k), Wait)
     team.run.request_stop()
-    plain = team.batch()
+    plain = sending(team.step(k))
     assert plain.batch == Batch((lease(1),), OPTIONS, 0)
-    team.answer(plain, (True,))
+    team.answer(plain, (True,), slot=k)
     stats = team.run.stats()
     assert (stats.succeeded, stats.lost) == (1, 0)
 
@@ -186,26 +243,31 @@ def test_a_busy_batch_is_sent_again_and_loses_its_claim_once_stopping() -> None:
 def test_a_nack_is_sent_by_its_slot_and_frees_it_for_the_next_claim() -> None:
     team = Team()
     team.answer(team.batch(), (), lease(1))
-    k = team.start()[1]
+    k = team.drive()[1]
     nack = team.finish(k, Raised(ValueError("boom")))
     assert isinstance(nack, Call) and isinstance(nack.op, Nack)
     nack.result = p.Done(True)
-    team.rang.clear()
-    assert isinstance(team.wake(k), Bell)  # free again, and it tells the batcher
-    assert team.rang == [BATCHER]
+    team.rang = 0
+    assert isinstance(team.step(k), Take)  # free again, and it tells the batcher
+    assert team.rang == 1
     idle = next(team.batcher)  # the last claim found fewer than asked: the idle poll first
-    assert isinstance(idle, Bell) and idle.idle and idle.seconds <= OPTIONS.poll_interval
+    assert isinstance(idle, Bell) and idle.idle and (idle.seconds or 0) <= OPTIONS.poll_interval
     assert team.run.stats().failed == 1
+    team.run.batches.heard()  # type: ignore[union-attr]  # a message came: claim at once
+    assert team.batch().batch == Batch((), OPTIONS, 3)  # for every slot: none holds a lease
 
 
 def test_until_empty_ends_once_a_claim_finds_nothing_and_no_handler_runs() -> None:
     team = Team(until_empty=True)
     team.answer(team.batch(), (), lease(1))
-    k = team.start()[1]
-    team.finish(k)
-    send = team.batch()
-    assert team.answer(send, (True,)) is None  # the fused claim found nothing, none runs
-    assert all(team.wake(k) is None for k in (1, 2, 3))
+    k = team.drive()[1]
+    send = sending(team.finish(k))
+    team.rang = 0
+    assert isinstance(team.answer(send, (True,), slot=k), Take)  # the claim found nothing
+    assert team.rang == 1  # the batcher is told: it ends the run
+    assert next(team.batcher, None) is None
+    team.drive()
+    assert all(step is None for step in team.at.values())  # every slot ended
 
 
 def test_one_slot_or_batch_1_keeps_the_unbatched_programs() -> None:
@@ -232,14 +294,29 @@ def test_until_empty_goes_on_while_a_handler_may_free_its_group() -> None:
     options = WorkerOptions(worker_id="w", concurrency=3, batch=3, poll_interval=1e-9)
     team = Team(options, until_empty=True)
     team.answer(team.batch(), (), lease(1))  # a deep group: one lease of three asked for
-    k = team.start()[1]
+    k = team.drive()[1]
     again = team.batch()  # the poll is over: claim for the two free slots
     assert again.batch == Batch((), options, 2)
     poll = team.answer(again, ())  # nothing, but lease 1's group is busy: not the end
     assert isinstance(poll, Send) and poll.batch == again.batch  # (a poll of 1e-9 s)
-    team.finish(k)
+    assert isinstance(team.finish(k), Take)  # its ack waits: the batcher's poll is on its way
     fused = team.answer(poll, ())
     assert isinstance(fused, Send)
     assert fused.batch == Batch((lease(1),), options, 3)  # its ack frees the group's next
     team.answer(fused, (True,), lease(2))
     assert team.run.stats().claimed == 2
+
+
+def test_a_deep_group_goes_lease_after_lease_on_one_slot_without_waking_the_batcher() -> None:
+    team = Team()
+    team.answer(team.batch(), (), lease(1))  # one group: one lease of the three asked for
+    idle = next(team.batcher)
+    assert isinstance(idle, Bell) and idle.idle  # it polls for the free slots later
+    k = team.drive()[1]
+    team.rang = 0
+    for seq in (2, 3, 4):
+        send = sending(team.finish(k))  # the slot sends its ack fused with the next claim
+        step = team.answer(send, (True,), lease(seq), slot=k)  # short again: one lease
+        assert isinstance(step, Handle) and step.lease.seq == seq  # the same slot handles it
+    assert team.rang == 0  # the batcher's poll already ends before the new one: not woken
+    assert team.run.stats().succeeded == 3
