@@ -61,11 +61,13 @@ CLAIM = """SELECT m.seq, m.group_id, m.event
       SELECT 1 FROM harel_transport_messages x WHERE x.group_id = g.group_id
         AND x.locked_by IS NOT NULL AND x.lock_expiry >= ?)
   ORDER BY g.last_claimed_at, g.rowid LIMIT 1"""
+CLAIM_UP_TO = CLAIM.replace("LIMIT 1", "LIMIT ?")  # the first ``limit`` groups, one walk
 TOUCH_GROUP = "UPDATE harel_transport_groups SET last_claimed_at = ? WHERE group_id = ?"
 LEASE = "UPDATE harel_transport_messages SET locked_by = ?, lock_expiry = ? WHERE seq = ?"
 INSERT_MESSAGE = "INSERT INTO harel_transport_messages (group_id, event) VALUES (?, ?)"
 INSERT_GROUP = "INSERT OR IGNORE INTO harel_transport_groups (group_id, priority) VALUES (?, ?)"
 DELETE_MESSAGE = "DELETE FROM harel_transport_messages WHERE seq = ?"
+DELETE_MESSAGES = "DELETE FROM harel_transport_messages WHERE seq IN"  # + a list of seqs
 DROP_GROUP = (
     "DELETE FROM harel_transport_groups WHERE group_id = ? "
     "AND NOT EXISTS (SELECT 1 FROM harel_transport_messages WHERE group_id = ?)"
@@ -163,21 +165,23 @@ class BaselineTransport:
     def ack_many_and_claim_many(
         self, leases: list[Lease], worker_id: str, visibility: float, limit: int
     ) -> list[Lease]:
-        """The batched baseline (issue 16): the design's deletes for every lease, then its
-        claim statements up to ``limit`` times, all in one ``BEGIN IMMEDIATE`` transaction. The
-        claim skips groups with a live lease, so the claims of one batch are on distinct groups."""
+        """The batched baseline (issue 16): the design's statements, set-based as harel_sa's
+        batches send them, all in one ``BEGIN IMMEDIATE`` transaction: the messages deleted by
+        ``seq`` in one statement, the design's group drop for each, then the design's claim
+        select with ``LIMIT limit`` (one walk: a row per group, so the claims of one batch are
+        on distinct groups) and its two updates for each row (``executemany``)."""
         conn = self.conn
-        rows = []
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for lease in leases:
-                conn.execute(DELETE_MESSAGE, (lease.seq,))
-                conn.execute(DROP_GROUP, (lease.group_id, lease.group_id))
+            if leases:
+                marks = ", ".join(["?"] * len(leases))
+                conn.execute(f"{DELETE_MESSAGES} ({marks})", [lease.seq for lease in leases])
+                conn.executemany(DROP_GROUP, [(x.group_id, x.group_id) for x in leases])
             now = self.clock()
-            while len(rows) < limit and (row := conn.execute(CLAIM, (0, now)).fetchone()):
-                conn.execute(TOUCH_GROUP, (now, row[1]))
-                conn.execute(LEASE, (worker_id, now + visibility, row[0]))
-                rows.append(row)
+            rows = conn.execute(CLAIM_UP_TO, (0, now, limit)).fetchall()
+            conn.executemany(TOUCH_GROUP, [(now, row[1]) for row in rows])
+            expiry = now + visibility
+            conn.executemany(LEASE, [(worker_id, expiry, row[0]) for row in rows])
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

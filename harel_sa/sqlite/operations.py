@@ -15,7 +15,7 @@ from typing import Any
 from harel_sa.calls import ClaimSpec, Clock, Row
 from harel_sa.events import Lease, tokens
 from harel_sa.sqlite.driver import immediate_transaction
-from harel_sa.sqlite.statements import Statements
+from harel_sa.sqlite.statements import ACKS_AT_ONCE, Statements
 
 _MAX_ERROR = 2000
 
@@ -83,7 +83,7 @@ def ack_many(
     if not leases:
         return []
     with immediate_transaction(conn):
-        return [_ack(conn, statements, lease) for lease in leases]
+        return _ack_many(conn, statements, leases)
 
 
 def ack_many_and_claim_many(
@@ -96,16 +96,32 @@ def ack_many_and_claim_many(
 ) -> tuple[list[bool], list[Lease[Any]]]:
     """:func:`ack_many` ``leases``, then :func:`claim_many`, in one write transaction."""
     with immediate_transaction(conn):
-        acked = [_ack(conn, statements, lease) for lease in leases]
+        acked = _ack_many(conn, statements, leases)
         return acked, _claim_many(conn, statements, clock(), spec, limit)
 
 
 def _claim_many(
     conn: sqlite3.Connection, statements: Statements, now: float, spec: ClaimSpec, limit: int
 ) -> list[Lease[Any]]:
+    # One select reads the first ``limit`` groups' heads and leases them together, up to the
+    # first row a claim would set aside instead (a group without messages, a head to
+    # dead-letter): from there, claims one by one do what successive claims do.
     leases: list[Lease[Any]] = []
-    while len(leases) < limit and (lease := _claim(conn, statements, now, spec)) is not None:
-        leases.append(lease)
+    if limit > 1:
+        keys = spec.routing_keys
+        select = statements.claim_up_to(spec.min_priority, len(keys))
+        rows = conn.execute(select, (now, *keys, limit)).fetchall()
+        for row in rows:
+            lease = _lease_of(row, spec)
+            if isinstance(lease, str):
+                break
+            leases.append(lease)
+        else:  # each row leased; fewer than ``limit``: no other group is eligible
+            _hold(conn, statements, now, spec, leases)
+            return leases
+        _hold(conn, statements, now, spec, leases)
+    while len(leases) < limit and (one := _claim(conn, statements, now, spec)) is not None:
+        leases.append(one)
     return leases
 
 
@@ -119,30 +135,66 @@ def _claim(
         row = conn.execute(select, params).fetchone()
         if row is None:
             return None
-        seq, group, raw, deliveries = row[0], row[1], row[2], row[3]
-        if seq is None:  # a group row without messages: delete it (and its empty successors)
-            conn.execute(statements.drop_empty_groups, {"last_claimed_at": row[4], "grow": row[5]})
+        lease = _lease_of(row, spec)
+        if isinstance(lease, str):
+            _set_aside(conn, statements, now, row, lease)
             continue
-        limit = spec.max_deliveries
-        if limit is not None and deliveries >= limit:
-            times = "1 time" if deliveries == 1 else f"{deliveries} times"
-            move_to_dead_letters(conn, statements, seq, now, f"delivered {times} (max {limit})")
-            continue
-        try:
-            group_id = group.decode()
-        except UnicodeDecodeError as exc:
-            move_to_dead_letters(conn, statements, seq, now, f"undecodable group_id: {exc}")
-            continue
-        try:  # as text, so an error shows the row as it reads (not UTF-8 is a ValueError too)
-            event = spec.event_type.model_validate_json(raw.decode())
-        except ValueError as exc:
-            move_to_dead_letters(conn, statements, seq, now, f"undecodable event: {exc}")
-            continue
-        token = tokens.next()
-        locked_by = f"{spec.worker_id}#{token}"
-        conn.execute(statements.mark_claimed, (now, group_id))
-        conn.execute(statements.lease, (locked_by, now + spec.visibility, deliveries + 1, seq))
-        return Lease(seq, group_id, event, spec.worker_id, token, deliveries + 1)
+        conn.execute(statements.mark_claimed, (now, lease.group_id))
+        expiry = now + spec.visibility
+        conn.execute(statements.lease, (lease.locked_by, expiry, lease.deliveries, lease.seq))
+        return lease
+
+
+def _lease_of(row: Any, spec: ClaimSpec) -> Lease[Any] | str:
+    """The lease a claim's ``row`` gives (its event decoded), or why the claim sets the row
+    aside instead: ``""`` for a group row without messages, else the error its message is
+    dead-lettered with."""
+    seq, group, raw, deliveries = row[0], row[1], row[2], row[3]
+    if seq is None:
+        return ""
+    limit = spec.max_deliveries
+    if limit is not None and deliveries >= limit:
+        times = "1 time" if deliveries == 1 else f"{deliveries} times"
+        return f"delivered {times} (max {limit})"
+    try:
+        group_id = group.decode()
+    except UnicodeDecodeError as exc:
+        return f"undecodable group_id: {exc}"
+    try:  # as text, so an error shows the row as it reads (not UTF-8 is a ValueError too)
+        event = spec.event_type.model_validate_json(raw.decode())
+    except ValueError as exc:
+        return f"undecodable event: {exc}"
+    return Lease(seq, group_id, event, spec.worker_id, tokens.next(), deliveries + 1)
+
+
+def _set_aside(
+    conn: sqlite3.Connection, statements: Statements, now: float, row: Any, why: str
+) -> None:
+    """What a claim does with a row it does not lease: a group row without messages is
+    deleted (with its empty successors), a message is moved to the dead table with ``why``."""
+    if why:
+        move_to_dead_letters(conn, statements, row[0], now, why)
+    else:
+        conn.execute(statements.drop_empty_groups, {"last_claimed_at": row[4], "grow": row[5]})
+
+
+def _hold(
+    conn: sqlite3.Connection,
+    statements: Statements,
+    now: float,
+    spec: ClaimSpec,
+    leases: list[Lease[Any]],
+) -> None:
+    """Write ``leases`` (each a group's head, taken at ``now``): the groups marked claimed,
+    the messages leased."""
+    if not leases:
+        return
+    expiry = now + spec.visibility
+    conn.executemany(statements.mark_claimed, [(now, lease.group_id) for lease in leases])
+    conn.executemany(
+        statements.lease,
+        [(lease.locked_by, expiry, lease.deliveries, lease.seq) for lease in leases],
+    )
 
 
 def move_to_dead_letters(
@@ -167,6 +219,37 @@ def ack(conn: sqlite3.Connection, statements: Statements, lease: Lease[Any]) -> 
     """Delete the leased message (and its group once empty); ``False`` if the lease was lost."""
     with immediate_transaction(conn):
         return _ack(conn, statements, lease)
+
+
+def _ack_many(
+    conn: sqlite3.Connection, statements: Statements, leases: tuple[Lease[Any], ...]
+) -> list[bool]:
+    """:func:`_ack` of each lease, as if one after the other: a chunk at a time, the leases'
+    rows are read, those a lease still holds deleted; then their groups are dropped once
+    empty. A lease given twice takes once (its first time)."""
+    if len(leases) < 2:
+        return [_ack(conn, statements, lease) for lease in leases]
+    holding: dict[int, str] = {}  # seq -> locked_by, of the rows the leases hold
+    for start in range(0, len(leases), ACKS_AT_ONCE):
+        chunk = leases[start : start + ACKS_AT_ONCE]
+        fences = {(lease.seq, lease.locked_by) for lease in chunk}
+        seqs = {seq for seq, _ in fences}
+        rows = conn.execute(statements.locks_of(len(seqs)), tuple(seqs)).fetchall()
+        held = [row for row in rows if row in fences]
+        if held:
+            conn.execute(statements.delete_seqs(len(held)), [seq for seq, _ in held])
+            holding.update(held)
+    took = []
+    for lease in leases:
+        ok = holding.get(lease.seq) == lease.locked_by
+        if ok:
+            del holding[lease.seq]
+        took.append(ok)
+    conn.executemany(
+        statements.drop_group_if_empty,
+        [(lease.group_id,) for lease, ok in zip(leases, took, strict=True) if ok],
+    )
+    return took
 
 
 def _ack(conn: sqlite3.Connection, statements: Statements, lease: Lease[Any]) -> bool:

@@ -37,6 +37,8 @@ PARKED = "__parked__"
 #: first 3% of a claim+ack at synchronous=NORMAL, four 5%); any depth would need an index on
 #: leased rows, a schema revision that every claim and ack would pay for in writes.
 LOOKAHEAD = 1
+#: The most leases one statement of a batch of acks names (two parameters each).
+ACKS_AT_ONCE = 64
 
 
 # Reading rows another program may have written: any column may hold any type, and TEXT may
@@ -209,6 +211,11 @@ class Statements:
         )
         self.holds_lease = f"SELECT 1 FROM {m} WHERE seq = :seq AND locked_by = :locked_by"
         self._claims: dict[tuple[int, int], str] = {}
+        self._claims_up_to: dict[tuple[int, int], str] = {}
+        # A batch of acks: the rows of up to ACKS_AT_ONCE leases' messages, then the deletes
+        # of those the leases still hold, each one statement per size (built on first use).
+        self._locks_of = _by_size(f"SELECT seq, locked_by FROM {m} WHERE seq IN ({{}})")
+        self._delete_seqs = _by_size(f"DELETE FROM {m} WHERE seq IN ({{}})")
         self._admin(m, g, d)
 
     def _admin(self, m: str, g: str, d: str) -> None:
@@ -300,11 +307,46 @@ class Statements:
             return self._claims[min_priority, keys]
         except KeyError:
             return self._claims.setdefault(
-                (min_priority, keys), _claim(self.names, min_priority, keys)
+                (min_priority, keys), _claim(self.names, min_priority, keys, many=False)
+            )
+
+    def locks_of(self, n: int) -> str:
+        """The ``(seq, locked_by)`` of ``n`` (at most :data:`ACKS_AT_ONCE`) messages, by seq:
+        bind the seqs."""
+        return self._locks_of[n]
+
+    def delete_seqs(self, n: int) -> str:
+        """Delete ``n`` (at most :data:`ACKS_AT_ONCE`) messages by seq: bind the seqs."""
+        return self._delete_seqs[n]
+
+    def claim_up_to(self, min_priority: int, keys: int) -> str:
+        """:meth:`claim`'s select for the first ``limit`` groups, in the same order: bind
+        ``(now, key0, ..., limit)``. Each group comes once (a row per group), so its rows are
+        what successive claims at the same instant would take, up to the first row one of them
+        would not lease (a group without messages, a head to dead-letter)."""
+        try:
+            return self._claims_up_to[min_priority, keys]
+        except KeyError:
+            return self._claims_up_to.setdefault(
+                (min_priority, keys), _claim(self.names, min_priority, keys, many=True)
             )
 
 
-def _claim(names: Names, min_priority: int, keys: int) -> str:
+class _by_size(dict[int, str]):
+    """``template`` with a list of ``n`` ``?``, for each ``n`` asked for (built once)."""
+
+    def __init__(self, template: str) -> None:
+        super().__init__()
+        self.template = template
+
+    def __missing__(self, n: int) -> str:
+        if not 0 < n <= ACKS_AT_ONCE:
+            raise ValueError(f"a batch of acks has 1-{ACKS_AT_ONCE} leases, not {n}")
+        sql = self[n] = self.template.format(", ".join(["?"] * n))
+        return sql
+
+
+def _claim(names: Names, min_priority: int, keys: int, *, many: bool) -> str:
     if keys:
         lanes = [f"g.routing_key = :key{i} AND g.priority >= {min_priority}" for i in range(keys)]
     elif min_priority:
@@ -314,20 +356,22 @@ def _claim(names: Names, min_priority: int, keys: int) -> str:
         ]
     else:
         lanes = ["1"]
-    selects = [_lane(names, where) for where in lanes]
+    limit = ":limit" if many else "1"
+    selects = [_lane(names, where, limit) for where in lanes]
     if len(selects) == 1:
         sql = selects[0]
     else:
         union = " UNION ALL ".join(f"SELECT * FROM ({s})" for s in selects)
         sql = (
             f"SELECT seq, group_id, event, deliveries, last_claimed_at, grow FROM ({union}) "
-            "ORDER BY last_claimed_at, grow LIMIT 1"
+            f"ORDER BY last_claimed_at, grow LIMIT {limit}"
         )
-    return positional(sql, "now", *(f"key{i}" for i in range(keys)))
+    bound = ("now", *(f"key{i}" for i in range(keys)))
+    return positional(sql, *bound, "limit") if many else positional(sql, *bound)
 
 
-def _lane(names: Names, where: str) -> str:
-    # The first eligible group of those ``where`` admits, with its head (a group without
+def _lane(names: Names, where: str, limit: str) -> str:
+    # The first eligible groups of those ``where`` admits, with their heads (a group without
     # messages comes back too, seq NULL, for the claim to delete).
     m, g = names.messages, names.groups
     return (
@@ -336,7 +380,7 @@ def _lane(names: Names, where: str) -> str:
         "g.last_claimed_at AS last_claimed_at, g.rowid AS grow "
         f"FROM {g} AS g LEFT JOIN {m} AS m ON m.seq = {head_of(m, 'g')} "
         f"WHERE {where} AND {eligible(m, 'm', 'g')} "
-        f"ORDER BY {rotation('g')} LIMIT 1"
+        f"ORDER BY {rotation('g')} LIMIT {limit}"
     )
 
 

@@ -157,8 +157,10 @@ class Batches:
             return None
         if run.stopping:
             self._drop_tray()
-        if self._sending:  # a slot sends a batch: it rings when there is more to do
-            return Sleep(POLL if run.stopping else LONG)
+        if self._sending:  # a batch is on its way: its sender rings when there is more to do
+            longest = POLL if run.stopping else LONG
+            # No longer than the idle poll, so a deep group's next short batch need not ring.
+            return Sleep(min(longest, max(self._short_until - now, 0.0)) or longest)
         if self._acks:
             if not self._due(now):
                 assert self._first_at is not None
@@ -186,9 +188,10 @@ class Batches:
         with self._lock:
             self._short_until = 0.0
 
-    def sent(self, batch: Batch, sent: Sent, seconds: float) -> None:
+    def sent(self, batch: Batch, sent: Sent, seconds: float, by_slot: bool = False) -> None:
         """``batch`` committed with ``sent`` after ``seconds``: count its acks, put its leases
-        in the tray (a stop meanwhile leaves them held, to be released)."""
+        in the tray (a stop meanwhile leaves them held, to be released). ``by_slot``: a slot
+        sent it, and takes from the tray next (no other slot is woken for the first lease)."""
         run = self.run
         run.acked_many(batch.leases, sent.acked, batch.name)
         if batch.limit:
@@ -208,7 +211,7 @@ class Batches:
                 # than there are slots to take them.
                 self._tray.extend(sent.leases)
                 self._out += len(sent.leases)
-                wake = self._wake_one()
+                wake = self._wake_one(keep=int(by_slot))
             # The batcher's turn: acks gathered meanwhile (their ``ack_wait``), the end, or
             # the idle poll after a short claim, unless it sleeps no longer than that already
             # (a deep group's every batch is short: no wake-up of the batcher for each).
@@ -279,30 +282,35 @@ class Batches:
 
     def _next_batch(self, now: float) -> Batch:
         """The gathered acks (up to ``batch``) and the claim for the free slots, now being
-        sent."""
+        sent. Until the idle poll after a short claim, the claim asks for no more leases than
+        it acks, as an unbatched slot's ``ack_and_claim`` would: the acked groups' next
+        messages; what else comes is the poll's (a deep group's batch then walks no further
+        than its one head)."""
         acks = tuple(self._acks[: self._size])
         del self._acks[: self._size]
         self._first_at = now if self._acks else None
         self._sending = True
-        return Batch(acks, self.options, self._reserve())
+        return Batch(acks, self.options, self._reserve(len(acks) if now < self._short_until else 0))
 
-    def _reserve(self) -> int:
-        """How many leases to claim for the free slots (up to ``batch``, within the budget);
-        0 once stopping, not claiming, or when the budget is spent (then no more claims)."""
+    def _reserve(self, most: int = 0) -> int:
+        """How many leases to claim for the free slots (up to ``batch``, and ``most`` if
+        given, within the budget); 0 once stopping, not claiming, or when the budget is spent
+        (then no more claims)."""
         free = self.options.concurrency - self._out
         if not self.claiming or self.run.stopping or free <= 0:
             return 0
-        limit = self.run.reserve_many(min(free, self._size))
+        limit = self.run.reserve_many(min(free, self._size, most or self._size))
         if not limit:
             self.claiming = False
         return limit
 
-    def _wake_one(self) -> bool:
-        """Leases wait in the tray: wake one waiting slot, unless one woken has not looked yet
-        (when it takes, it wakes the next while leases are left). So quick handlers are not
-        spread over threads that each wake up to find the tray empty, and slow ones still get
-        a slot each, one wake-up after the other."""
-        if not (self._tray and self._waiting and not self._pending):
+    def _wake_one(self, keep: int = 0) -> bool:
+        """More than ``keep`` leases wait in the tray (``keep``: those the caller takes itself):
+        wake one waiting slot, unless one woken has not looked yet (when it takes, it wakes
+        the next while leases are left). So quick handlers are not spread over threads that
+        each wake up to find the tray empty, and slow ones still get a slot each, one wake-up
+        after the other."""
+        if not (len(self._tray) > keep and self._waiting and not self._pending):
             return False
         self._waiting -= 1
         self._pending += 1

@@ -128,7 +128,7 @@ def batching_slot(run: Run, batches: Batches) -> Program:
             batches.settled()
             continue
         while (batch := batches.ready()) is not None:
-            yield from send(run, batches, batch)
+            yield from send(run, batches, batch, by_slot=True)
 
 
 def batcher(run: Run, batches: Batches) -> Program:
@@ -148,7 +148,9 @@ def batcher(run: Run, batches: Batches) -> Program:
         yield from send(run, batches, what)
 
 
-def send(run: Run, batches: Batches, batch: Batch) -> Generator[Step, None, None]:
+def send(
+    run: Run, batches: Batches, batch: Batch, by_slot: bool = False
+) -> Generator[Step, None, None]:
     """Send ``batch`` until it lands, or is given up."""
     while True:
         step = Send(batch)
@@ -156,7 +158,7 @@ def send(run: Run, batches: Batches, batch: Batch) -> Generator[Step, None, None
         yield step
         result = step.result
         if isinstance(result, Sent):
-            batches.sent(batch, result, time.monotonic() - started)
+            batches.sent(batch, result, time.monotonic() - started, by_slot)
             return
         if not batches.failed(batch, result):
             return

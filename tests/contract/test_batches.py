@@ -152,6 +152,31 @@ def test_ack_many_takes_the_live_leases_and_changes_nothing_for_the_lost(
     assert q.ack_many([]) == []
 
 
+def test_ack_many_tells_a_stale_lease_from_the_live_one_of_the_same_message_in_any_order(
+    q: Any, db: str, clock: FakeClock
+) -> None:
+    for group in ("a", "b"):
+        q.publish(group, Event(kind=group))
+    stale_a, stale_b = q.claim_many("w1", VIS, 2)
+    clock.advance(VIS + 1)
+    live_a, live_b = q.claim_many("w2", VIS, 2)  # the same messages, leased again
+    assert q.ack_many([live_a, stale_a, stale_b, live_b]) == [True, False, False, True]
+    assert read(db, f"SELECT count(*) FROM {M}") == [(0,)]
+    assert read(db, f"SELECT count(*) FROM {G}") == [(0,)]
+
+
+def test_ack_many_of_more_leases_than_one_statement_names_acks_each(q: Any, db: str) -> None:
+    count = 150  # more than two chunks of the SQLite backend's ACKS_AT_ONCE (64)
+    q.publish_many([(f"g{i}", Event(kind=f"m{i}")) for i in range(count)])
+    q.publish("g7", Event(kind="next"))
+    leases = q.claim_many("w", VIS, count)
+    assert len(leases) == count
+    acked = q.ack_many([*leases[::-1], leases[3]])
+    assert acked == [True] * count + [False]  # the one given twice takes once
+    assert read(db, f"SELECT group_id FROM {G}") == [("g7",)]  # only the group with a message
+    assert [x.event.kind for x in q.claim_many("w", VIS, 3)] == ["next"]
+
+
 def test_ack_many_and_claim_many_settles_and_claims_in_one_call(
     open_queue: OpenQueue, tmp_path: Path, clock: FakeClock
 ) -> None:

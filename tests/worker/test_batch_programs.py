@@ -203,19 +203,22 @@ def test_max_messages_caps_every_claim_and_gives_back_what_a_claim_did_not_find(
     team = Team(max_messages=4)
     claim = team.batch()
     assert claim.batch.limit == 3
-    team.answer(claim, (), lease(1))  # one found: two of the budget come back
-    k = team.drive()[1]
-    send = sending(team.finish(k))
-    assert send.batch == Batch((lease(1),), OPTIONS, 3)  # 3 left of 4, three slots free
-    team.answer(send, (True,), lease(2), lease(3), lease(4), slot=k)
+    team.answer(claim, (), lease(1), lease(2), lease(3))
     team.drive()
-    last = None
-    for k in (1, 2, 3):
-        last = team.finish(k)
-    last = sending(last)
-    assert last.batch.limit == 0  # the budget is spent: acks alone, no claim
+    team.finish(1)
+    team.finish(2)
+    send = sending(team.finish(3))
+    assert send.batch == Batch((lease(1), lease(2), lease(3)), OPTIONS, 1)  # 1 left of 4
+    team.answer(send, (True, True, True), slot=3)  # it found none: the 1 comes back
+    team.run.batches.heard()  # type: ignore[union-attr]  # a message came: claim at once
+    again = team.batch()
+    assert again.batch == Batch((), OPTIONS, 1)
+    team.answer(again, (), lease(4))
+    k = team.drive()[4]
+    last = sending(team.finish(k))
+    assert last.batch == Batch((lease(4),), OPTIONS, 0)  # the budget is spent: no claim
     team.rang = 0
-    team.answer(last, (True, True, True), slot=3)
+    team.answer(last, (True,), slot=k)
     assert team.rang == 1  # the batcher is told: nothing more to claim, it ends the run
     assert next(team.batcher, None) is None
     assert (team.run.stats().claimed, team.run.stats().succeeded) == (4, 4)
@@ -316,7 +319,26 @@ def test_a_deep_group_goes_lease_after_lease_on_one_slot_without_waking_the_batc
     team.rang = 0
     for seq in (2, 3, 4):
         send = sending(team.finish(k))  # the slot sends its ack fused with the next claim
+        assert send.batch.limit == 1  # during the idle poll: no more leases than it acks
         step = team.answer(send, (True,), lease(seq), slot=k)  # short again: one lease
         assert isinstance(step, Handle) and step.lease.seq == seq  # the same slot handles it
-    assert team.rang == 0  # the batcher's poll already ends before the new one: not woken
+    assert team.rang == 0  # the batcher is not woken for the slot's batches
+    assert team.given == 1  # nor another slot: the sender takes its one lease itself
     assert team.run.stats().succeeded == 3
+
+
+def test_the_batcher_in_its_idle_poll_is_not_woken_by_every_short_batch_of_a_slot() -> None:
+    options = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=0.0)
+    team = Team(options)
+    team.answer(team.batch(), (), lease(1), lease(2))  # two of three: short
+    idle = next(team.batcher)
+    assert isinstance(idle, Bell) and idle.idle and (idle.seconds or 0) <= options.poll_interval
+    team.drive()
+    team.rang = 0
+    send = sending(team.finish(1))
+    assert send.batch.limit == 1  # during the poll: no more than it acks
+    team.answer(send, (True,), slot=1)  # short again: the poll is pushed back
+    assert team.rang == 0  # the batcher wakes before that anyway: not rung
+    send = sending(team.finish(2))
+    wait = next(team.batcher)  # a slot's batch is on its way: sleep, but not past the poll
+    assert isinstance(wait, Bell) and 0 < (wait.seconds or 0) <= options.poll_interval
