@@ -58,7 +58,7 @@ def message_row(
 ) -> Row:
     """One message to publish, validated (every backend's publish)."""
     return (
-        validate.required_text("group_id", group_id),
+        validate.group_id(group_id),
         validate.event(event, event_type),
         validate.priority("priority", priority),
         validate.optional_text("routing_key", routing_key),
@@ -371,7 +371,7 @@ class Calls(Generic[E]):
             self.backend.peek,
             statements=self.statements,
             clock=self.options.clock,
-            group_id=validate.optional_text("group_id", group_id),
+            group_id=validate.group_filter(group_id),
             limit=validate.count("limit", limit),
         )
 
@@ -380,21 +380,21 @@ class Calls(Generic[E]):
             self.backend.release,
             statements=self.statements,
             clock=self.options.clock,
-            group_id=validate.optional_text("group_id", group_id),
+            group_id=validate.group_filter(group_id),
         )
 
     def purge(self, group_id: object) -> Call[int]:
         return partial(
             self.backend.purge,
             statements=self.statements,
-            group_id=validate.required_text("group_id", group_id),
+            group_id=validate.group_id(group_id),
         )
 
     def dead(self, group_id: object, seqs: object, limit: object) -> Call[list[DeadMessage]]:
         return partial(
             self.backend.dead,
             statements=self.statements,
-            group_id=validate.optional_text("group_id", group_id),
+            group_id=validate.group_filter(group_id),
             seqs=validate.seqs(seqs),
             limit=validate.count("limit", limit),
         )
@@ -403,7 +403,7 @@ class Calls(Generic[E]):
         return partial(
             self.backend.requeue_dead,
             statements=self.statements,
-            group_id=validate.optional_text("group_id", group_id),
+            group_id=validate.group_filter(group_id),
             seqs=validate.seqs(seqs),
         )
 
@@ -411,6 +411,6 @@ class Calls(Generic[E]):
         return partial(
             self.backend.purge_dead,
             statements=self.statements,
-            group_id=validate.optional_text("group_id", group_id),
+            group_id=validate.group_filter(group_id),
             seqs=validate.seqs(seqs),
         )

@@ -93,7 +93,8 @@ class SqliteTransport(Generic[E]):
         priority: int = 0,
         routing_key: str | None = None,
     ) -> None:
-        """Append ``event`` to ``group_id``'s queue, durably, once this returns.
+        """Append ``event`` to ``group_id``'s queue, durably, once this returns (any ``str``
+        that UTF-8 holds is a group id, ``""`` included, as the harel engine may send it).
 
         ``event`` is an instance of the transport's ``event_type``, or of any pydantic model
         whose JSON reads as one (the harel engine's ``Event``); anything else raises

@@ -64,6 +64,37 @@ def test_harels_worker_runs_the_workload_on_harel_sa(tmp_path: Path, execution: 
     assert leftovers(tmp_path / "harel_sa" / "queue.db") == (0, 0, 0)
 
 
+def empty_execution_id(folder: Path, transport_type: Any) -> list[object]:
+    """An execution created with ``execution_id=""``: its events go to the group ``""``."""
+    folder.mkdir()
+    clock = FakeClock(start=1_700_000_000.0)
+    store = SqliteStore(folder / "store.db")
+    transport = transport_type(folder / "queue.db", clock)
+    try:
+        runner = DistributedRunner(store, transport, engine.definitions(), clock=clock)
+        execution = runner.create("order", execution_id="")
+        runner.send("", engine.Event(kind="Go", data={"item": "x"}))
+        runner.send("", engine.Event(kind="Finish"))
+        with sqlite3.connect(folder / "queue.db") as raw:
+            queued = raw.execute(
+                "SELECT group_id FROM harel_transport_messages ORDER BY seq"
+            ).fetchall()
+        worker = runner.worker(worker_id="w1", clock=clock)
+        engine.drive(worker, clock, lambda: store.load("").status.name == "DONE")
+        return [execution.id, queued, engine.summary(store.load(""))]
+    finally:
+        transport.close()
+        store.close()
+
+
+def test_an_execution_with_an_empty_id_completes_as_on_harels_transport(tmp_path: Path) -> None:
+    baseline = empty_execution_id(tmp_path / "harel", HarelTransport)
+    ours = empty_execution_id(tmp_path / "harel_sa", harel_sa.SqliteTransport)
+    assert baseline == ["", [("",), ("",), ("",)], engine.EXPECTED]  # Start, Go, Finish
+    assert ours == baseline
+    assert leftovers(tmp_path / "harel_sa" / "queue.db") == (0, 0, 0)
+
+
 async def run_async(folder: Path, open_transport: Any) -> list[tuple[object, ...]]:
     folder.mkdir()
     clock = FakeClock(start=1_700_000_000.0)
