@@ -39,7 +39,13 @@ Row = tuple[str, str, int, str | None]
 
 @dataclass(frozen=True, slots=True)
 class ClaimSpec:
-    """What a claim asks for, validated; built once per call by the transports."""
+    """What a claim asks for, validated; built once per call by the transports.
+
+    ``min_priority`` is in 0-:data:`~harel_sa.validate.MAX_PRIORITY` (a floor below 0 is 0),
+    so every dialect's statement for it exists. A floor above ``MAX_PRIORITY`` matches no group:
+    ``claims_nothing`` is then true, and the backends skip the claim (a fused call still
+    acks), sending no select for it.
+    """
 
     event_type: type[BaseModel]
     worker_id: str
@@ -47,6 +53,7 @@ class ClaimSpec:
     min_priority: int
     routing_keys: tuple[str, ...]
     max_deliveries: int | None
+    claims_nothing: bool = False
 
 
 def message_row(
@@ -90,15 +97,17 @@ def claim_spec(
     max_deliveries: object,
 ) -> ClaimSpec:
     """A claim's arguments, validated (every backend's claims)."""
+    floor = validate.floor("min_priority", min_priority)
     return ClaimSpec(
         event_type=event_type,
         worker_id=validate.required_text("worker_id", worker_id),
         visibility=validate.seconds("visibility", visibility, allow_zero=False),
-        min_priority=validate.priority("min_priority", min_priority),
+        min_priority=min(floor, validate.MAX_PRIORITY),
         routing_keys=validate.routing_keys(routing_keys) or (),
         max_deliveries=(
             None if max_deliveries is None else validate.count("max_deliveries", max_deliveries)
         ),
+        claims_nothing=floor > validate.MAX_PRIORITY,
     )
 
 

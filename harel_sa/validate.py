@@ -84,6 +84,15 @@ def priority(name: str, value: object) -> int:
     return value
 
 
+def floor(name: str, value: object) -> int:
+    """A claim's priority floor: any ``int``; one below 0 is 0 (every priority). One above
+    :data:`MAX_PRIORITY` is returned as it is: no group has such a priority, so the caller
+    claims nothing with it (the harel engine's ``Worker(priority_threshold=5)`` asks so)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentTypeError(f"{name} must be an int, not {type(value).__name__}")
+    return value if value > 0 else 0
+
+
 def count(name: str, value: object) -> int:
     """A positive ``int``."""
     if isinstance(value, bool) or not isinstance(value, int):

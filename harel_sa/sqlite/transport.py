@@ -127,6 +127,7 @@ class SqliteTransport(Generic[E]):
 
         The message is the head of the first group, oldest-claimed first, with nothing in
         flight, ``priority >= min_priority`` and, if given, a routing key in ``routing_keys``.
+        ``min_priority`` is any int: below 0 it is 0; above 4 no group reaches it (``None``).
         A row that cannot be decoded, or was delivered ``max_deliveries`` times already, goes to
         the dead table instead, and the claim moves on.
         """

@@ -1,14 +1,19 @@
 """What the harel engine may send that a stricter queue would refuse (issue 10), on every
-transport: an execution created with ``execution_id=""`` is the group ``""``."""
+transport: an execution created with ``execution_id=""`` is the group ``""``, and a worker's
+``priority_threshold`` is any int (``Worker(high_ratio=..., priority_threshold=5)`` claims
+with ``min_priority=5`` first, which matches no group on harel's transport)."""
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from typing import Any
 
 import pytest
 
-from harel_sa import Event, Lease
+from harel_sa import BusyError, Event, Lease
 from tests.conftest import FakeClock
+from tests.contract.test_bad_input import snapshot
 
 VIS = 30.0
 
@@ -116,3 +121,60 @@ def test_a_lease_on_the_group_named_empty_is_fenced_like_any_other(
     assert q.claim("w3", VIS) is None  # parked: the group "" is blocked
     clock.advance(6)
     assert q.ack(q.claim("w3", VIS))
+
+
+# Priority floors outside 0-4.
+
+
+def test_a_floor_below_zero_claims_as_zero(q: Any) -> None:
+    q.publish("low", ev("low"), priority=0)
+    q.publish("top", ev("top"), priority=4)
+    lease = q.claim("w", VIS, min_priority=-1)
+    assert lease.event.kind == "low"  # priority 0 is claimable: the floor is 0
+    assert [x.event.kind for x in q.claim_many("w", VIS, 5, min_priority=-(10**9))] == ["top"]
+    acked, more = q.ack_many_and_claim_many([lease], "w", VIS, 5, min_priority=-1)
+    assert (acked, more) == ([True], [])
+
+
+@pytest.mark.parametrize("floor", [5, 6, 10**9])
+def test_a_floor_above_four_claims_nothing_and_the_fused_calls_still_ack(
+    q: Any, db: str, floor: int
+) -> None:
+    for priority in range(5):
+        q.publish(f"p{priority}", ev(f"p{priority}"), priority=priority, routing_key="k")
+    before = snapshot(db)
+    assert q.claim("w", VIS, min_priority=floor) is None
+    assert q.claim("w", VIS, min_priority=floor, routing_keys=["k"]) is None
+    assert q.claim_many("w", VIS, 5, min_priority=floor) == []
+    assert q.claim_many("w", VIS, 5, min_priority=floor, routing_keys=["k"]) == []
+    assert snapshot(db) == before  # nothing leased, no group touched
+
+    first, second, third = q.claim_many("w", VIS, 3)  # p0, p1, p2, by arrival
+    acked, following = q.ack_and_claim(first, "w", VIS, min_priority=floor)
+    assert (acked, following) == (True, None)
+    acked, taken = q.ack_many_and_claim_many([second, third], "w", VIS, 5, min_priority=floor)
+    assert (acked, taken) == ([True, True], [])
+    acked, taken = q.ack_many_and_claim_many([], "w", VIS, 5, min_priority=floor)
+    assert (acked, taken) == ([], [])
+    assert [m.group_id for m in q.peek()] == ["p3", "p4"]  # acked: gone; the rest untouched
+    assert q.stats().in_flight == 0
+    assert drain(q, min_priority=4) == [("p4", "p4")]  # a floor of 4 still claims 4
+
+
+@pytest.mark.sqlite_file  # SQLite's write lock: a PostgreSQL claim takes no global lock
+def test_a_floor_above_four_does_not_wait_for_the_write_lock(
+    open_queue: Any, db: str, clock: FakeClock
+) -> None:
+    q = open_queue(db, clock=clock, busy_timeout=0)
+    q.publish("g", ev("g1"))
+    lease = q.claim("w", VIS)
+    with closing(sqlite3.connect(db, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # another program holds the write lock
+        assert q.claim("w", VIS, min_priority=5) is None  # no transaction: no BusyError
+        assert q.claim_many("w", VIS, 3, min_priority=5) == []
+        with pytest.raises(BusyError):
+            q.claim("w", VIS)
+        with pytest.raises(BusyError):  # the fused call's ack still needs it
+            q.ack_and_claim(lease, "w", VIS, min_priority=5)
+        other.execute("ROLLBACK")
+    assert q.ack_and_claim(lease, "w", VIS, min_priority=5) == (True, None)
