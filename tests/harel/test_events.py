@@ -105,6 +105,11 @@ def test_rows_from_harel_sa_0_1_with_a_float_created_time_still_decode(
         moment = datetime.fromtimestamp(1764581400.25, UTC)
         assert lease.event.created_time == moment
         assert HarelEvent.model_validate_json(old).created_time == moment  # harel reads it too
+        queue.publish("g", lease.event)  # published again: an ISO-8601 time, as harel writes it
+        assert queue.ack(lease)
+        (again,) = queue.peek("g")
+        assert '"created_time":"2025-12-01T09:30:00.250000Z"' in again.event
+        assert again.event == HarelEvent.model_validate_json(old).model_dump_json()
 
 
 def test_a_model_that_does_not_read_as_the_event_type_is_refused(db: str) -> None:
