@@ -39,7 +39,13 @@ Row = tuple[str, str, int, str | None]
 
 @dataclass(frozen=True, slots=True)
 class ClaimSpec:
-    """What a claim asks for, validated; built once per call by the transports."""
+    """What a claim asks for, validated; built once per call by the transports.
+
+    ``min_priority`` is in 0-:data:`~harel_sa.validate.MAX_PRIORITY` (a floor below 0 is 0),
+    so every dialect's statement for it exists. A floor above ``MAX_PRIORITY`` matches no group:
+    ``claims_nothing`` is then true, and the backends skip the claim (a fused call still
+    acks), sending no select for it.
+    """
 
     event_type: type[BaseModel]
     worker_id: str
@@ -47,6 +53,7 @@ class ClaimSpec:
     min_priority: int
     routing_keys: tuple[str, ...]
     max_deliveries: int | None
+    claims_nothing: bool = False
 
 
 def message_row(
@@ -58,7 +65,7 @@ def message_row(
 ) -> Row:
     """One message to publish, validated (every backend's publish)."""
     return (
-        validate.required_text("group_id", group_id),
+        validate.group_id(group_id),
         validate.event(event, event_type),
         validate.priority("priority", priority),
         validate.optional_text("routing_key", routing_key),
@@ -90,15 +97,17 @@ def claim_spec(
     max_deliveries: object,
 ) -> ClaimSpec:
     """A claim's arguments, validated (every backend's claims)."""
+    floor = validate.floor("min_priority", min_priority)
     return ClaimSpec(
         event_type=event_type,
         worker_id=validate.required_text("worker_id", worker_id),
         visibility=validate.seconds("visibility", visibility, allow_zero=False),
-        min_priority=validate.priority("min_priority", min_priority),
+        min_priority=min(floor, validate.MAX_PRIORITY),
         routing_keys=validate.routing_keys(routing_keys) or (),
         max_deliveries=(
             None if max_deliveries is None else validate.count("max_deliveries", max_deliveries)
         ),
+        claims_nothing=floor > validate.MAX_PRIORITY,
     )
 
 
@@ -371,7 +380,7 @@ class Calls(Generic[E]):
             self.backend.peek,
             statements=self.statements,
             clock=self.options.clock,
-            group_id=validate.optional_text("group_id", group_id),
+            group_id=validate.group_filter(group_id),
             limit=validate.count("limit", limit),
         )
 
@@ -380,21 +389,21 @@ class Calls(Generic[E]):
             self.backend.release,
             statements=self.statements,
             clock=self.options.clock,
-            group_id=validate.optional_text("group_id", group_id),
+            group_id=validate.group_filter(group_id),
         )
 
     def purge(self, group_id: object) -> Call[int]:
         return partial(
             self.backend.purge,
             statements=self.statements,
-            group_id=validate.required_text("group_id", group_id),
+            group_id=validate.group_id(group_id),
         )
 
     def dead(self, group_id: object, seqs: object, limit: object) -> Call[list[DeadMessage]]:
         return partial(
             self.backend.dead,
             statements=self.statements,
-            group_id=validate.optional_text("group_id", group_id),
+            group_id=validate.group_filter(group_id),
             seqs=validate.seqs(seqs),
             limit=validate.count("limit", limit),
         )
@@ -403,7 +412,7 @@ class Calls(Generic[E]):
         return partial(
             self.backend.requeue_dead,
             statements=self.statements,
-            group_id=validate.optional_text("group_id", group_id),
+            group_id=validate.group_filter(group_id),
             seqs=validate.seqs(seqs),
         )
 
@@ -411,6 +420,6 @@ class Calls(Generic[E]):
         return partial(
             self.backend.purge_dead,
             statements=self.statements,
-            group_id=validate.optional_text("group_id", group_id),
+            group_id=validate.group_filter(group_id),
             seqs=validate.seqs(seqs),
         )

@@ -26,7 +26,8 @@ class Event(BaseModel):
     decodes on the other and re-encodes to the same bytes. Fields this model does not know are
     kept, so a round trip loses nothing. ``created_time`` and ``received_time`` are optional
     datetimes (``null`` when absent); a number there (as harel_sa 0.1 wrote ``created_time``)
-    reads as that many seconds since the epoch, in UTC.
+    reads as that many seconds since the epoch, in UTC. ``data`` is any ``dict``, keys of any
+    type included, as harel's ``dict`` field (JSON writes its keys as strings).
     """
 
     model_config = ConfigDict(extra="allow")
@@ -35,7 +36,7 @@ class Event(BaseModel):
     kind: str
     created_time: datetime | None = None
     received_time: datetime | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: dict[Any, Any] = Field(default_factory=dict)
 
 
 E = TypeVar("E", bound=BaseModel, default=Event)

@@ -18,25 +18,50 @@ from harel_sa.events import Lease
 MAX_PRIORITY = 4
 
 
+def text(name: str, value: object) -> str:
+    """A ``str`` that can be stored, empty included: UTF-8 cannot hold a lone surrogate."""
+    if not isinstance(value, str):
+        raise InvalidArgumentTypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value.isascii():
+        _encodable(name, value)
+    return value
+
+
 def required_text(name: str, value: object) -> str:
-    """A non-empty ``str`` that can be stored: UTF-8 cannot hold a lone surrogate."""
+    """A non-empty ``str`` that can be stored (:func:`text`, not ``""``)."""
     if not isinstance(value, str):
         raise InvalidArgumentTypeError(f"{name} must be a str, not {type(value).__name__}")
     if not value:
         raise InvalidArgumentError(f"{name} must not be empty")
     if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidArgumentError(
-                f"{name} must be valid Unicode text, not {value!r:.80} "
-                f"(a lone surrogate at position {exc.start})"
-            ) from None
+        _encodable(name, value)
     return value
+
+
+def _encodable(name: str, value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(
+            f"{name} must be valid Unicode text, not {value!r:.80} "
+            f"(a lone surrogate at position {exc.start})"
+        ) from None
 
 
 def optional_text(name: str, value: object) -> str | None:
     return None if value is None else required_text(name, value)
+
+
+def group_id(value: object) -> str:
+    """A message's group id: any ``str`` that can be stored, ``""`` included (the harel engine
+    publishes an execution created with ``execution_id=""`` to the group ``""``)."""
+    return text("group_id", value)
+
+
+def group_filter(value: object) -> str | None:
+    """An admin call's group: ``None`` for every group, else the group of that id (``""`` is
+    the group named ``""``)."""
+    return None if value is None else text("group_id", value)
 
 
 def seconds(name: str, value: object, *, allow_zero: bool) -> float:
@@ -57,6 +82,15 @@ def priority(name: str, value: object) -> int:
     if not 0 <= value <= MAX_PRIORITY:
         raise InvalidArgumentError(f"{name} must be in 0-{MAX_PRIORITY}, not {value}")
     return value
+
+
+def floor(name: str, value: object) -> int:
+    """A claim's priority floor: any ``int``; one below 0 is 0 (every priority). One above
+    :data:`MAX_PRIORITY` is returned as it is: no group has such a priority, so the caller
+    claims nothing with it (the harel engine's ``Worker(priority_threshold=5)`` asks so)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentTypeError(f"{name} must be an int, not {type(value).__name__}")
+    return value if value > 0 else 0
 
 
 def count(name: str, value: object) -> int:

@@ -219,7 +219,7 @@ def _dead_json(d: DeadMessage) -> dict[str, Any]:
 def cmd_release(args: argparse.Namespace) -> int:
     with _opened(args) as q:
         released = q.release(args.group)
-    where = f" of group {args.group}" if args.group else ""
+    where = f" of group {args.group}" if args.group is not None else ""
     emit(args, {"released": released}, f"released {released} parked message(s){where}")
     return OK
 
@@ -289,7 +289,7 @@ def _missing_seqs(q: SqliteTransport, args: argparse.Namespace) -> None:
     found = {d.seq for d in q.dead(args.group, args.seq, len(set(args.seq)))}
     missing = sorted(set(args.seq) - found)
     if missing:
-        where = f" in group {args.group}" if args.group else ""
+        where = f" in group {args.group}" if args.group is not None else ""
         seqs = ", ".join(map(str, missing))
         raise CliError(
             f"no dead message with seq {seqs}{where}: nothing changed (see harel-sa dead list)",

@@ -119,23 +119,23 @@ class Calls(Generic[E]):
         return ops.stats(self.st, self.clock)
 
     def peek(self, group_id: object, limit: object) -> ops.Op[list[QueuedMessage]]:
-        group = validate.optional_text("group_id", group_id)
+        group = validate.group_filter(group_id)
         return ops.peek(self.st, self.clock, group, validate.count("limit", limit))
 
     def release(self, group_id: object) -> ops.Op[int]:
-        return ops.release(self.st, self.clock, validate.optional_text("group_id", group_id))
+        return ops.release(self.st, self.clock, validate.group_filter(group_id))
 
     def purge(self, group_id: object) -> ops.Op[int]:
-        return ops.purge(self.st, validate.required_text("group_id", group_id))
+        return ops.purge(self.st, validate.group_id(group_id))
 
     def dead(self, group_id: object, seqs: object, limit: object) -> ops.Op[list[DeadMessage]]:
-        group = validate.optional_text("group_id", group_id)
+        group = validate.group_filter(group_id)
         return ops.dead(self.st, group, validate.seqs(seqs), validate.count("limit", limit))
 
     def requeue_dead(self, group_id: object, seqs: object) -> ops.Op[int]:
-        group = validate.optional_text("group_id", group_id)
+        group = validate.group_filter(group_id)
         return ops.requeue_dead(self.st, self.clock, group, validate.seqs(seqs))
 
     def purge_dead(self, group_id: object, seqs: object) -> ops.Op[int]:
-        group = validate.optional_text("group_id", group_id)
+        group = validate.group_filter(group_id)
         return ops.purge_dead(self.st, group, validate.seqs(seqs))

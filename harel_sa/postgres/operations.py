@@ -110,16 +110,31 @@ def claim(st: Statements, clock: Clock, spec: ClaimSpec) -> Op[Lease[Any] | None
 
     One statement in autocommit. A head that does not decode, or was delivered
     ``max_deliveries`` times already, is moved to the dead table (fenced by the lease just
-    taken) and the claim goes on, so no head wedges its group.
+    taken) and the claim goes on, so no head wedges its group. A floor above every priority
+    (``spec.claims_nothing``) sends no statement and returns ``None``.
     """
+    if spec.claims_nothing:
+        return Op(partial(_returns, None))
     return Op(partial(_claim, st, clock, spec))
+
+
+def _returns(value: T) -> Program[T]:
+    """A program that sends no statement and returns ``value`` (a claim no group can meet)."""
+    yield from ()
+    return value
 
 
 def ack_and_claim(
     st: Statements, clock: Clock, lease: Lease[Any], spec: ClaimSpec
 ) -> Op[tuple[bool, Lease[Any] | None]]:
     """:func:`ack` ``lease`` and :func:`claim` the next message in one transaction."""
+    if spec.claims_nothing:  # the ack alone: one statement in autocommit
+        return Op(partial(_acked_alone, st, lease))
     return Op(partial(_ack_and_claim, st, clock, lease, spec), begin=WRITE)
+
+
+def _acked_alone(st: Statements, lease: Lease[Any]) -> Program[tuple[bool, Lease[Any] | None]]:
+    return (yield from _ack(st, lease)), None
 
 
 def _ack_and_claim(
@@ -134,6 +149,8 @@ def claim_many(st: Statements, clock: Clock, spec: ClaimSpec, limit: int) -> Op[
     """Up to ``limit`` leases in one transaction: what ``limit`` successive :func:`claim` calls
     return. Each claim sees the leases the transaction took before it (its own writes), so the
     leases are on distinct groups, in round-robin order."""
+    if spec.claims_nothing:
+        return Op(partial(_returns, []))
     return Op(partial(_claim_many, st, clock, spec, limit), begin=WRITE)
 
 
@@ -146,7 +163,15 @@ def ack_many_and_claim_many(
     st: Statements, clock: Clock, leases: tuple[Lease[Any], ...], spec: ClaimSpec, limit: int
 ) -> Op[tuple[list[bool], list[Lease[Any]]]]:
     """:func:`ack_many` ``leases``, then :func:`claim_many`, in one transaction."""
+    if spec.claims_nothing:  # the acks alone, as ack_many sends them
+        return Op(partial(_acked_many_alone, st, leases), begin=WRITE if leases else None)
     return Op(partial(_ack_many_and_claim_many, st, clock, leases, spec, limit), begin=WRITE)
+
+
+def _acked_many_alone(
+    st: Statements, leases: tuple[Lease[Any], ...]
+) -> Program[tuple[list[bool], list[Lease[Any]]]]:
+    return (yield from _ack_many(st, leases)), []
 
 
 def _ack_many(st: Statements, leases: tuple[Lease[Any], ...]) -> Program[list[bool]]:

@@ -45,8 +45,11 @@ def claim(
 
     The event is decoded before COMMIT: a row that does not decode, or has been delivered
     ``max_deliveries`` times, is moved to the dead table in the same transaction and the claim
-    goes on to the next deliverable message, so no head wedges its group.
+    goes on to the next deliverable message, so no head wedges its group. A floor above
+    every priority (``spec.claims_nothing``) returns ``None`` without a transaction.
     """
+    if spec.claims_nothing:
+        return None
     with immediate_transaction(conn):
         return _claim(conn, statements, clock(), spec)
 
@@ -59,6 +62,8 @@ def ack_and_claim(
     spec: ClaimSpec,
 ) -> tuple[bool, Lease[Any] | None]:
     """:func:`ack` ``lease`` and :func:`claim` the next message in one write transaction."""
+    if spec.claims_nothing:
+        return ack(conn, statements, lease), None
     with immediate_transaction(conn):
         return _ack(conn, statements, lease), _claim(conn, statements, clock(), spec)
 
@@ -72,6 +77,8 @@ def claim_many(
     Each claim leases a group's head, so the next one finds that group in flight and moves on:
     the leases are on distinct groups, in round-robin order, each with a token of its own.
     """
+    if spec.claims_nothing:
+        return []
     with immediate_transaction(conn):
         return _claim_many(conn, statements, clock(), spec, limit)
 
@@ -95,6 +102,8 @@ def ack_many_and_claim_many(
     limit: int,
 ) -> tuple[list[bool], list[Lease[Any]]]:
     """:func:`ack_many` ``leases``, then :func:`claim_many`, in one write transaction."""
+    if spec.claims_nothing:
+        return ack_many(conn, statements, leases), []
     with immediate_transaction(conn):
         acked = _ack_many(conn, statements, leases)
         return acked, _claim_many(conn, statements, clock(), spec, limit)

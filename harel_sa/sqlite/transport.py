@@ -93,7 +93,8 @@ class SqliteTransport(Generic[E]):
         priority: int = 0,
         routing_key: str | None = None,
     ) -> None:
-        """Append ``event`` to ``group_id``'s queue, durably, once this returns.
+        """Append ``event`` to ``group_id``'s queue, durably, once this returns (any ``str``
+        that UTF-8 holds is a group id, ``""`` included, as the harel engine may send it).
 
         ``event`` is an instance of the transport's ``event_type``, or of any pydantic model
         whose JSON reads as one (the harel engine's ``Event``); anything else raises
@@ -126,6 +127,7 @@ class SqliteTransport(Generic[E]):
 
         The message is the head of the first group, oldest-claimed first, with nothing in
         flight, ``priority >= min_priority`` and, if given, a routing key in ``routing_keys``.
+        ``min_priority`` is any int: below 0 it is 0; above 4 no group reaches it (``None``).
         A row that cannot be decoded, or was delivered ``max_deliveries`` times already, goes to
         the dead table instead, and the claim moves on.
         """

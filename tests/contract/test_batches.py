@@ -28,7 +28,7 @@ EXAMPLES = itertools.count()  # each example's queues get prefixes of their own
 KEYS = st.sampled_from([None, "a", "b"])
 CLAIM_ARGS = st.fixed_dictionaries(
     {
-        "min_priority": st.integers(0, 4),
+        "min_priority": st.integers(-1, 5),  # below 0 is 0; above 4 claims nothing
         "routing_keys": st.sampled_from([None, ("a",), ("a", "b")]),
         "max_deliveries": st.sampled_from([None, 1, 2, 3]),
     }

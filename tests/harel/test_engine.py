@@ -31,7 +31,11 @@ def leftovers(queue: Path) -> tuple[int, int, int]:
         return count("harel_transport_messages"), count("harel_transport_groups"), dead
 
 
-def run_sync(folder: Path, transport_type: Any, execution: str) -> list[tuple[object, ...]]:
+def run_sync(
+    folder: Path, transport_type: Any, execution: str, **policy: Any
+) -> list[tuple[object, ...]]:
+    """The workload on harel's sync ``Worker``; ``policy``: its claim policy (``high_ratio``,
+    ``priority_threshold``), by default half the claims asking for priority >= 1 first."""
     folder.mkdir()
     clock = FakeClock(start=1_700_000_000.0)
     store = SqliteStore(folder / "store.db")
@@ -42,7 +46,7 @@ def run_sync(folder: Path, transport_type: Any, execution: str) -> list[tuple[ob
         )
         ids = engine.start(runner)
         # high_ratio: half the claims ask for priority >= 1 first, as harel's policy does
-        worker = runner.worker(worker_id="w1", clock=clock, high_ratio=0.5)
+        worker = runner.worker(worker_id="w1", clock=clock, **(policy or {"high_ratio": 0.5}))
 
         def finished() -> bool:
             return all(store.load(i).status.name == "DONE" for i in ids)
@@ -61,6 +65,51 @@ def test_harels_worker_runs_the_workload_on_harel_sa(tmp_path: Path, execution: 
     assert baseline == [engine.EXPECTED] * engine.EXECUTIONS
     assert ours == baseline
     assert leftovers(tmp_path / "harel" / "queue.db") == (0, 0, 0)
+    assert leftovers(tmp_path / "harel_sa" / "queue.db") == (0, 0, 0)
+
+
+@pytest.mark.parametrize("execution", ["background", "inline"])
+def test_a_priority_threshold_above_every_priority_drains_as_on_harels_transport(
+    tmp_path: Path, execution: str
+) -> None:
+    """Every claim asks for priority >= 5 first (which no group has: harel's transport finds
+    nothing), then falls back to any priority."""
+    policy = {"high_ratio": 1.0, "priority_threshold": 5}
+    baseline = run_sync(tmp_path / "harel", HarelTransport, execution, **policy)
+    ours = run_sync(tmp_path / "harel_sa", harel_sa.SqliteTransport, execution, **policy)
+    assert baseline == [engine.EXPECTED] * engine.EXECUTIONS
+    assert ours == baseline
+    assert leftovers(tmp_path / "harel_sa" / "queue.db") == (0, 0, 0)
+
+
+def empty_execution_id(folder: Path, transport_type: Any) -> list[object]:
+    """An execution created with ``execution_id=""``: its events go to the group ``""``."""
+    folder.mkdir()
+    clock = FakeClock(start=1_700_000_000.0)
+    store = SqliteStore(folder / "store.db")
+    transport = transport_type(folder / "queue.db", clock)
+    try:
+        runner = DistributedRunner(store, transport, engine.definitions(), clock=clock)
+        execution = runner.create("order", execution_id="")
+        runner.send("", engine.Event(kind="Go", data={"item": "x"}))
+        runner.send("", engine.Event(kind="Finish"))
+        with sqlite3.connect(folder / "queue.db") as raw:
+            queued = raw.execute(
+                "SELECT group_id FROM harel_transport_messages ORDER BY seq"
+            ).fetchall()
+        worker = runner.worker(worker_id="w1", clock=clock)
+        engine.drive(worker, clock, lambda: store.load("").status.name == "DONE")
+        return [execution.id, queued, engine.summary(store.load(""))]
+    finally:
+        transport.close()
+        store.close()
+
+
+def test_an_execution_with_an_empty_id_completes_as_on_harels_transport(tmp_path: Path) -> None:
+    baseline = empty_execution_id(tmp_path / "harel", HarelTransport)
+    ours = empty_execution_id(tmp_path / "harel_sa", harel_sa.SqliteTransport)
+    assert baseline == ["", [("",), ("",), ("",)], engine.EXPECTED]  # Start, Go, Finish
+    assert ours == baseline
     assert leftovers(tmp_path / "harel_sa" / "queue.db") == (0, 0, 0)
 
 

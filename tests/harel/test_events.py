@@ -42,6 +42,26 @@ def test_json_is_the_same_bytes_both_ways(theirs: HarelEvent) -> None:
     assert Event(kind="x").model_dump()["created_time"] is None  # null when absent, as harel
 
 
+def test_data_with_keys_that_are_not_str_is_taken_as_harel_takes_it(
+    db: str, clock: FakeClock
+) -> None:
+    """harel's ``data`` is a plain ``dict``: keys of any type, written to JSON as strings."""
+    data = {1: "one", 2.5: "half", None: "none", (1, 2): "pair", "s": {3: [4]}}
+    theirs = HarelEvent(id="e1", kind="k", data=data)
+    ours = Event(id="e1", kind="k", data=data)
+    assert ours.model_dump() == theirs.model_dump()  # the keys as given
+    raw = theirs.model_dump_json()
+    assert '"data":{"1":"one","2.5":"half","None":"none","1,2":"pair","s":{"3":[4]}}' in raw
+    assert ours.model_dump_json() == raw
+    with SqliteTransport(db, clock) as queue:
+        queue.publish("g", ours)
+        lease = queue.claim("w", 30)
+        assert lease is not None
+        assert lease.event.model_dump_json() == raw
+        assert lease.event == Event.model_validate_json(raw)
+        assert HarelEvent.model_validate_json(raw).data == lease.event.data
+
+
 def test_the_engines_event_is_published_and_claimed_as_harel_wrote_it(
     db: str, clock: FakeClock
 ) -> None:
@@ -85,6 +105,11 @@ def test_rows_from_harel_sa_0_1_with_a_float_created_time_still_decode(
         moment = datetime.fromtimestamp(1764581400.25, UTC)
         assert lease.event.created_time == moment
         assert HarelEvent.model_validate_json(old).created_time == moment  # harel reads it too
+        queue.publish("g", lease.event)  # published again: an ISO-8601 time, as harel writes it
+        assert queue.ack(lease)
+        (again,) = queue.peek("g")
+        assert '"created_time":"2025-12-01T09:30:00.250000Z"' in again.event
+        assert again.event == HarelEvent.model_validate_json(old).model_dump_json()
 
 
 def test_a_model_that_does_not_read_as_the_event_type_is_refused(db: str) -> None:
