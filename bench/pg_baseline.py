@@ -24,6 +24,11 @@ SQL below is sent as written, with ``$n`` parameters, and ``PREPARE`` can use it
   group only if the group row is the version its snapshot saw (``xmin`` unchanged): a publish
   since then has updated the row (its upsert), PostgreSQL re-checks the condition on the
   newest version (as for the claim), and the group stays.
+
+Batched, for like-for-like comparisons with harel_sa's ``PostgresTransport``: ``claim_many``
+and ``ack_many_and_claim_many`` send the same claim and ack statements, several in one
+transaction (``BEGIN`` ... ``COMMIT`` sent as statements on the autocommit connection): one
+commit per batch, one round trip per statement, as harel_sa batches.
 """
 
 from __future__ import annotations
@@ -181,6 +186,40 @@ class Baseline:
         self.cur.execute(ACK, (lease.group_id, lease.seq, lease.token), prepare=True)
         row = self.cur.fetchone()
         return row is not None and row[0] == 1
+
+    def claim_many(
+        self, worker_id: str, visibility: float, limit: int, min_priority: int = 0
+    ) -> list[Lease]:
+        """Up to ``limit`` claims in one transaction (each sees the leases taken before it)."""
+        return self.ack_many_and_claim_many([], worker_id, visibility, limit, min_priority)[1]
+
+    def ack_many_and_claim_many(
+        self,
+        leases: list[Lease],
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+    ) -> tuple[list[bool], list[Lease]]:
+        """Ack ``leases`` (in group_id order, as harel_sa locks them), then claim up to
+        ``limit``, in one transaction: for each lease whether its ack took, and the leases."""
+        self.cur.execute("BEGIN")
+        try:
+            acked: dict[int, bool] = {}
+            for i in sorted(range(len(leases)), key=lambda i: leases[i].group_id):
+                acked[i] = self.ack(leases[i])
+            claimed: list[Lease] = []
+            while len(claimed) < limit:
+                lease = self.claim(worker_id, visibility, min_priority)
+                if lease is None:
+                    break
+                claimed.append(lease)
+        except BaseException:
+            if not self.conn.closed and not self.conn.broken:
+                self.cur.execute("ROLLBACK")
+            raise
+        self.cur.execute("COMMIT")
+        return [acked[i] for i in range(len(leases))], claimed
 
     def nack(self, lease: Lease, delay: float = 0.0) -> None:
         until = time.time() + delay if delay > 0 else None

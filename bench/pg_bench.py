@@ -1,11 +1,12 @@
-"""Workload "pg": the anchors a PostgreSQL backend is measured against (issue 15), on one
-throw-away server started by the run (``synchronous_commit=on``), side by side:
+"""Workload "pg": the anchors a PostgreSQL backend is measured against (issues 15 and 16), on
+one throw-away server started by the run (``synchronous_commit=on``), side by side:
 
 - **drain**: N messages over G groups, drained by 1, 2 and 4 worker processes (``spawn``ed,
   each with its own connection, released together by a barrier), with a zero-work handler:
-  every group queue of :data:`pg_peers.GROUP_QUEUES` by one claim + one ack per message, and
-  the job queues of :data:`pg_peers.JOB_QUEUES` (pgqueuer, procrastinate) by their own worker
-  loops. Every drain is checked: each message handled exactly once, in order per group.
+  every group queue of :data:`pg_peers.GROUP_QUEUES` by one claim + one ack per message (the
+  batched ones by ``claim_many`` + ``ack_many_and_claim_many`` of 32), and the job queues of
+  :data:`pg_peers.JOB_QUEUES` (pgqueuer, procrastinate) by their own worker loops. Every drain
+  is checked: each message handled exactly once, in order per group.
 - **publish**: the fills before the drains, timed: one ``publish`` call per message (before
   the 1-process drain) and ``publish_many`` in batches (before the others).
 - **pgbench**: a one-row update per transaction with 1, 4 and 8 clients: the server's commit
@@ -73,28 +74,67 @@ def _vacuum(url: str) -> None:
 
 
 def _group_worker(kind: str, url: str, index: int, barrier: Any, results: Any) -> None:
-    """Claim + ack until the queue is empty; report (index, start, end, [(i, claimed_at)],
-    stale acks)."""
+    """Claim + ack until the queue is empty (in batches when the kind has them); report
+    (index, start, end, [(i, claimed_at)], stale acks)."""
+    batch = pg_peers.GROUP_QUEUES[kind].batch
     q = pg_peers.GROUP_QUEUES[kind].open(url, index)
-    worker_id, handled, stale = f"p{index}", [], 0
+    handled: list[tuple[int, float]] = []
     try:
         barrier.wait()
-        start = end = time.monotonic()
-        while True:
-            lease = q.claim(worker_id)
-            if lease is None:
-                if q.empty():
-                    break
-                time.sleep(0.0005)  # every group with messages is in flight elsewhere
-                continue
-            claimed_at = time.monotonic()
-            if q.ack(lease) is False:
-                stale += 1
-            handled.append((lease.event.data["i"], claimed_at))
-            end = time.monotonic()
+        start = time.monotonic()
+        if batch > 1:
+            end, stale = _batched_loop(q, f"p{index}", batch, handled, start)
+        else:
+            end, stale = _loop(q, f"p{index}", handled, start)
     finally:
         q.close()
     results.put((index, start, end, handled, stale))
+
+
+def _loop(
+    q: pg_peers.GroupQueue, worker_id: str, handled: list[tuple[int, float]], end: float
+) -> tuple[float, int]:
+    """One claim, then one ack, per message: (when the last ack returned, stale acks)."""
+    stale = 0
+    while True:
+        lease = q.claim(worker_id)
+        if lease is None:
+            if q.empty():
+                return end, stale
+            time.sleep(0.0005)  # every group with messages is in flight elsewhere
+            continue
+        claimed_at = time.monotonic()
+        if q.ack(lease) is False:
+            stale += 1
+        handled.append((lease.event.data["i"], claimed_at))
+        end = time.monotonic()
+
+
+def _batched_loop(
+    q: pg_peers.GroupQueue,
+    worker_id: str,
+    batch: int,
+    handled: list[tuple[int, float]],
+    end: float,
+) -> tuple[float, int]:
+    """``claim_many``, then ``ack_many_and_claim_many`` of each batch's leases (one transaction,
+    one commit, per batch) while it brings leases: (when the last ack returned, stale acks).
+    A batch's messages are recorded as claimed when the call that leased them returned."""
+    stale = 0
+    while True:
+        leases = q.claim_many(worker_id, batch)
+        if not leases:
+            if q.empty():
+                return end, stale
+            time.sleep(0.0005)  # every group with messages is in flight elsewhere
+            continue
+        while leases:
+            claimed_at = time.monotonic()
+            acked, following = q.ack_many_and_claim_many(leases, worker_id, batch)
+            stale += sum(1 for a in acked if a is False)
+            handled.extend((lease.event.data["i"], claimed_at) for lease in leases)
+            end = time.monotonic()
+            leases = following
 
 
 def _job_worker(kind: str, url: str, index: int, barrier: Any, results: Any) -> None:
@@ -133,27 +173,34 @@ def _checks(rows: list[Any], n: int, groups: int | None) -> dict[str, int]:
 # --- drain and publish -----------------------------------------------------------------------
 
 
+def _fill(kind: pg_peers.GroupQueueKind, url: str, n: int, groups: int, batched: bool) -> float:
+    """Publish n messages over the groups (one call each, or publish_many in batches): msgs/s."""
+    items = [(f"g{i % groups}", kind.event(i)) for i in range(n)]
+    q = kind.open(url, 0)
+    try:
+        t0 = time.perf_counter()
+        if batched:
+            for lo in range(0, n, BATCH):
+                q.publish_many(items[lo : lo + BATCH])
+        else:
+            for group_id, ev in items:
+                q.publish(group_id, ev)
+        return n / (time.perf_counter() - t0)
+    finally:
+        q.close()
+
+
 def _group_drain(cfg: Config, server: Server, name: str, procs: int, n: int, groups: int) -> Any:
     kind = pg_peers.GROUP_QUEUES[name]
     url = server.database()
     try:
         kind.create_schema(url)
-        items = [(f"g{i % groups}", kind.event(i)) for i in range(n)]
         # Timed, and paired per repetition: the 1-process drain's fill one call a message,
         # the 2-process drain's in batches (a queue without publish_many: calls again, untimed).
-        batched = procs > 1 and kind.batched_publish
-        q = kind.open(url, 0)
-        try:
-            t0 = time.perf_counter()
-            if batched:
-                for lo in range(0, n, BATCH):
-                    q.publish_many(items[lo : lo + BATCH])
-            else:
-                for group_id, ev in items:
-                    q.publish(group_id, ev)
-            publish = n / (time.perf_counter() - t0)
-        finally:
-            q.close()
+        # A batched drain's queue publishes as its unbatched twin: its fill is not reported.
+        batched = (procs > 1 or kind.batch > 1) and kind.batched_publish
+        publish = _fill(kind, url, n, groups, batched)
+        mode = "untimed" if kind.batch > 1 else "batched" if batched else "single"
         _vacuum(url)
         rows = _drain(cfg, _group_worker, name, url, procs)
         checks = _checks(rows, n, groups)
@@ -163,7 +210,7 @@ def _group_drain(cfg: Config, server: Server, name: str, procs: int, n: int, gro
             checks["rows left"] = sum(left.fetchone() or (0, 0))
     finally:
         server.drop(url)
-    return rows, checks, ("batched" if batched else "single", publish)
+    return rows, checks, (mode, publish)
 
 
 def _job_drain(cfg: Config, server: Server, name: str, procs: int, n: int) -> Any:
@@ -183,12 +230,16 @@ def _job_drain(cfg: Config, server: Server, name: str, procs: int, n: int) -> An
 
 def _drains(cfg: Config, server: Server) -> dict[str, Any]:
     n, groups = cfg.size(2_000, 20_000), cfg.size(200, 2_000)
+    # A batched drain needs a batch per process in flight at once (one lease per group).
+    assert groups >= pg_peers.DRAIN_BATCH * max(PROCS), (groups, pg_peers.DRAIN_BATCH)
     names = [*pg_peers.GROUP_QUEUES, *pg_peers.JOB_QUEUES]
     out: dict[str, Any] = {"n": n, "groups": groups, "procs": list(PROCS), "batch": BATCH}
+    out["drain batch"] = pg_peers.DRAIN_BATCH
     out["impls"] = {
         name: {
             "label": (pg_peers.GROUP_QUEUES.get(name) or pg_peers.JOB_QUEUES[name]).label,
             "group": name in pg_peers.GROUP_QUEUES,
+            "batch": getattr(pg_peers.GROUP_QUEUES.get(name), "batch", 1),
             **{str(c): {"rate": [], "shares": [], "jain": [], "checks": []} for c in PROCS},
             "publish": {"single": [], "batched": []},
         }
@@ -542,6 +593,8 @@ def _publish(impl: dict[str, Any], mode: str) -> list[float]:
     return list(values[:: max(1, len(values) // reps)])
 
 
+BATCHED = "harel_sa batched"
+PGQUEUER = "pgqueuer"
 LIMIT = 1.1  # issue 15: the claim at 100k groups ≤ 1.1x the claim at 1k
 
 
@@ -608,6 +661,23 @@ def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
                 f"PostgreSQL drain, {c} process(es), ≥ 0.9{X} baseline and ≥ 1.1{X} harel",
                 f"{fmt(ours[c]['rate'])} msgs/s: {fmt_ratio(x)} baseline, {fmt_ratio(h)} harel",
                 "**met**" if ok and med(h) >= 1.1 else "**NOT met**",
+            )
+        )
+    batched, pgq = d.get(BATCHED), d.get(PGQUEUER)
+    if batched is not None and pgq is not None and "4" in batched:
+        x = _x(batched["4"]["rate"], pgq["4"]["rate"])
+        fewer = "; ".join(
+            f"{c} process{'es' if c != '1' else ''}:"
+            f" {fmt_ratio(_x(batched[c]['rate'], pgq[c]['rate']))}"
+            for c in ("1", "2")
+            if c in batched
+        )
+        rows.append(
+            (
+                f"PostgreSQL batched drain, 4 processes ≥ 1.0{X} pgqueuer (issue 16)",
+                f"{fmt(batched['4']['rate'])} vs {fmt(pgq['4']['rate'])} msgs/s: {fmt_ratio(x)}"
+                f" ({fewer})",
+                "**met**" if med(x) >= 1.0 else "**NOT met**",
             )
         )
     rows += _claim_targets(w["claim"])
@@ -688,7 +758,7 @@ def section(w: dict[str, Any]) -> list[str]:
     server = "; ".join(f"{k} {v}" for k, v in w["server"].items())
     race = [[k, "**yes: message stranded**" if v else "no"] for k, v in w["race"].items()]
     lines = [
-        "## 8. PostgreSQL anchors (issue 15)",
+        "## 8. PostgreSQL anchors (issues 15 and 16)",
         "",
         f"One throw-away PostgreSQL for the whole workload: {server}. Versions: {versions}."
         f" Load average (1 min): {w['load at start']:.2f} at the workload's start,"
@@ -704,6 +774,14 @@ def section(w: dict[str, Any]) -> list[str]:
         "- **harel 0.9.0 PostgresTransport**: harel's own, one connection per worker process"
         " (claim: `BEGIN`, its PL/pgSQL claim function, `COMMIT`; publish and ack likewise);"
         " its `create_schema` made its tables and functions. It has no `publish_many`.",
+        *(
+            [
+                f"- **…, batches of {d['drain batch']}** (harel_sa's and the baseline's):"
+                " drained by `claim_many`, then `ack_many_and_claim_many` (see Batched drain)."
+            ]
+            if "drain batch" in d
+            else []
+        ),
         f"- **pgqueuer**: {pg_peers.JOB_QUEUES['pgqueuer'].how}.",
         f"- **procrastinate**: {pg_peers.JOB_QUEUES['procrastinate'].how}.",
         "",
@@ -722,11 +800,14 @@ def section(w: dict[str, Any]) -> list[str]:
         "",
         *_table(head, rows),
         "",
+        *_batched_section(w, _table),
         "### Publish",
         "",
         "The fills before the drains, timed: one call per message before the 1-process drain,"
         f" batches of {d['batch']:,} before the others (harel has no `publish_many`: always one"
-        " call per message; pgqueuer `enqueue` and procrastinate `batch_defer_async` take lists).",
+        " call per message; pgqueuer `enqueue` and procrastinate `batch_defer_async` take lists;"
+        " the batched drains' fills, harel_sa's and the baseline's `publish_many` again, are not"
+        " timed).",
         "",
         *_table(["queue", "calls", "msgs/s", "÷ baseline"], prow),
         "",
@@ -751,6 +832,50 @@ def section(w: dict[str, Any]) -> list[str]:
         *_findings(w),
     ]
     return lines
+
+
+def _batched_section(w: dict[str, Any], table: Any) -> list[str]:
+    d = w["drain"]
+    impls = d["impls"]
+    ours, pgq = impls.get(BATCHED), impls.get(PGQUEUER)
+    if ours is None or pgq is None:
+        return []
+    size = d["drain batch"]
+    twin = impls.get("baseline batched")
+    rows = []
+    for c in (str(c) for c in d["procs"]):
+        row = [
+            c,
+            fmt(ours[c]["rate"]),
+            fmt(pgq[c]["rate"]),
+            fmt_ratio(_x(ours[c]["rate"], pgq[c]["rate"])),
+        ]
+        if twin is not None:
+            row += [fmt(twin[c]["rate"]), fmt_ratio(_x(ours[c]["rate"], twin[c]["rate"]))]
+        row.append(fmt_ratio(_x(ours[c]["rate"], impls[THEIRS][c]["rate"])))
+        rows.append(row)
+    head = ["processes", f"harel_sa, batches of {size}", "pgqueuer", "÷ pgqueuer"]
+    if twin is not None:
+        head += [f"baseline, batches of {size}", "÷ baseline batched"]
+    head.append("÷ harel_sa unbatched")
+    return [
+        "### Batched drain (issue 16)",
+        "",
+        f"The same drains in batches of {size}: each worker process calls `claim_many(worker,"
+        f" visibility, {size})`, then `ack_many_and_claim_many(leases, worker, visibility,"
+        f" {size})` with the leases it holds, for as long as that brings new ones (one"
+        " transaction, so one commit, per batch; inside it one round trip per statement, a"
+        " claim or an ack per message). The baseline's batches are the same statements in"
+        " `BEGIN` … `COMMIT` on its autocommit connection. pgqueuer dequeues up to 10 jobs with"
+        " one statement and logs their completions in batches. A batch's messages count as"
+        " claimed when the call that leased them returned (the per-group order checked above);"
+        f" the checks are the drains'. {d['groups']:,} groups ≥ {size} {X} 4 processes, so every"
+        " process's batches can fill. Each ratio is per repetition, between drains of the same"
+        " repetition.",
+        "",
+        *table(head, rows),
+        "",
+    ]
 
 
 def _claim_section(cl: dict[str, Any], table: Any) -> list[str]:
@@ -880,5 +1005,20 @@ def _findings(w: dict[str, Any]) -> list[str]:
             "- With 4 processes: " + "; ".join(parts) + ". A batched dequeue (pgqueuer's"
             " batches of 10, and its batched completion log) is what lifts a queue past one"
             " commit per message (issue 16)."
+        )
+    ours, pgq, twin = d.get(BATCHED), d.get(PGQUEUER), d.get("baseline batched")
+    if ours is not None and pgq is not None:
+        versus = (
+            f", and {fmt_ratio(_x(ours['4']['rate'], twin['4']['rate']))} the baseline's"
+            " batches (the same statements in one transaction per batch)"
+            if twin is not None
+            else ""
+        )
+        out.append(
+            f"- **Batched, with 4 processes**: harel_sa {fmt(ours['4']['rate'])} msgs/s,"
+            f" {fmt_ratio(_x(ours['4']['rate'], pgq['4']['rate']))} pgqueuer's"
+            f" {fmt(pgq['4']['rate'])}{versus}. A batch commits once, but still sends one"
+            " statement (one round trip) per claim and per ack; pgqueuer's dequeue takes up to"
+            " 10 jobs in one statement."
         )
     return [*out, ""]
