@@ -8,7 +8,8 @@ one throw-away server started by the run (``synchronous_commit=on``), side by si
   :data:`pg_peers.JOB_QUEUES` (pgqueuer, procrastinate) by their own worker loops. Every drain
   is checked: each message handled exactly once, in order per group.
 - **publish**: the fills before the drains, timed: one ``publish`` call per message (before
-  the 1-process drain) and ``publish_many`` in batches (before the others).
+  the 1-process drain) and ``publish_many`` in batches (before the others); and the same fills
+  of :data:`pg_peers.PUBLISH_ONLY` (the baseline publishing with harel_sa's ``NOTIFY``).
 - **pgbench**: a one-row update per transaction with 1, 4 and 8 clients: the server's commit
   ceiling (a claim + ack drain makes two commits per message).
 - **claim cost** of the baseline and of harel_sa's ``PostgresTransport``: one claim (then an
@@ -213,6 +214,17 @@ def _group_drain(cfg: Config, server: Server, name: str, procs: int, n: int, gro
     return rows, checks, (mode, publish)
 
 
+def _publish_only(server: Server, name: str, batched: bool, n: int, groups: int) -> float:
+    """The fill a drain would have, timed, into a database of its own (then dropped)."""
+    kind = pg_peers.PUBLISH_ONLY[name]
+    url = server.database()
+    try:
+        kind.create_schema(url)
+        return _fill(kind, url, n, groups, batched)
+    finally:
+        server.drop(url)
+
+
 def _job_drain(cfg: Config, server: Server, name: str, procs: int, n: int) -> Any:
     kind = pg_peers.JOB_QUEUES[name]
     url = server.database()
@@ -245,10 +257,23 @@ def _drains(cfg: Config, server: Server) -> dict[str, Any]:
         }
         for name in names
     }
+    out["publish only"] = {
+        name: {"label": kind.label, "publish": {"single": [], "batched": []}}
+        for name, kind in pg_peers.PUBLISH_ONLY.items()
+    }
+    every = [*names, *pg_peers.PUBLISH_ONLY]
     for rep in range(cfg.reps):
-        order = names[rep % len(names) :] + names[: rep % len(names)]
+        order = every[rep % len(every) :] + every[: rep % len(every)]
         for c in PROCS:
             for name in order:
+                if name in pg_peers.PUBLISH_ONLY:
+                    # Its fill where a drain's would be timed: in the same rotation as theirs.
+                    if c in (1, 2):
+                        mode = "single" if c == 1 else "batched"
+                        rate = _publish_only(server, name, c > 1, n, groups)
+                        out["publish only"][name]["publish"][mode].append(rate)
+                        cfg.log(f"  pg publish {name} ({mode}): {rate:,.0f} msgs/s")
+                    continue
                 if name in pg_peers.GROUP_QUEUES:
                     rows, checks, (mode, rate) = _group_drain(cfg, server, name, c, n, groups)
                 else:
@@ -588,12 +613,19 @@ def _x(a: list[float], b: list[float]) -> list[float]:
 
 def _publish(impl: dict[str, Any], mode: str) -> list[float]:
     """One publish figure per repetition (the first run of this workload kept every fill:
-    each repetition's first is taken)."""
-    values, reps = impl["publish"][mode], len(impl["1"]["rate"])
-    return list(values[:: max(1, len(values) // reps)])
+    each repetition's first is taken; a publish-only queue has one a repetition)."""
+    values = impl["publish"][mode]
+    reps = len(impl["1"]["rate"]) if "1" in impl else len(values)
+    return list(values[:: max(1, len(values) // max(1, reps))])
+
+
+def _same_work(w: dict[str, Any]) -> dict[str, Any] | None:
+    """The baseline publishing as harel_sa does (with its NOTIFY), when this run has it."""
+    return w["drain"].get("publish only", {}).get(NOTIFYING)
 
 
 BATCHED = "harel_sa batched"
+NOTIFYING = "baseline notify"
 PGQUEUER = "pgqueuer"
 LIMIT = 1.1  # issue 15: the claim at 100k groups ≤ 1.1x the claim at 1k
 
@@ -636,8 +668,8 @@ def _claim_targets(cl: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """Issue 15's targets: met or not once harel_sa is among the group queues; until then the
-    bars they set, from this run's anchors."""
+    """Issue 15's targets, and issue 16's on PostgreSQL: met or not once harel_sa is measured;
+    until then the bars they set, from this run's anchors."""
     d = w["drain"]["impls"]
     rows: list[tuple[str, str, str]] = []
     b = d[BASE]
@@ -681,23 +713,29 @@ def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
             )
         )
     rows += _claim_targets(w["claim"])
+    same = _same_work(w)
     for mode in ("single", "batched"):
-        bar = [0.9 * r for r in _publish(b, mode)]
+        plain = _publish(b, mode)
+        anchor = _publish(same, mode) if same is not None else plain
+        whose = "the baseline with NOTIFY" if same is not None else "the baseline"
+        bar = [0.9 * r for r in anchor]
         mine = _publish(ours, mode) if ours is not None else []
         if not mine or len(mine) != len(bar):
             rows.append(
                 (
-                    f"PostgreSQL publish ({mode}) ≥ 0.9{X} the baseline",
+                    f"PostgreSQL publish ({mode}) ≥ 0.9{X} {whose}",
                     f"bar: {fmt(bar)} msgs/s",
                     "pending (no harel_sa PostgresTransport figure)",
                 )
             )
             continue
-        x = _x(mine, _publish(b, mode))
+        x = _x(mine, anchor)
+        also = f"; {fmt_ratio(_x(mine, plain))} the baseline without it" if same else ""
         rows.append(
             (
-                f"PostgreSQL publish ({mode}) ≥ 0.9{X} the baseline",
-                f"{fmt(mine)} msgs/s: {fmt_ratio(x)} baseline",
+                f"PostgreSQL publish ({mode}) ≥ 0.9{X} {whose}"
+                + (" (the same work)" if same is not None else ""),
+                f"{fmt(mine)} vs {fmt(anchor)} msgs/s: {fmt_ratio(x)}{also}",
                 "**met**" if med(x) >= 0.9 else "**NOT met**",
             )
         )
@@ -743,15 +781,6 @@ def section(w: dict[str, Any]) -> list[str]:
                     _checks_cell(v[c]["checks"]),
                 ]
             )
-    prow = []
-    for v in impls.values():
-        for mode in ("single", "batched"):
-            mine, theirs = _publish(v, mode), _publish(base, mode)
-            if not mine:
-                continue
-            ratio = fmt_ratio(_x(mine, theirs)) if len(mine) == len(theirs) else ""
-            what = "one call per message" if mode == "single" else f"batches of {d['batch']:,}"
-            prow.append([v["label"], what, fmt(mine), ratio])
     pg = w["pgbench"]
     brow = [[c, fmt(t)] for c, t in pg["tps"].items()]
     versions = ", ".join(f"{k} {v}" for k, v in w["versions"].items())
@@ -766,11 +795,20 @@ def section(w: dict[str, Any]) -> list[str]:
         " the worker processes.",
         "",
         "- **harel_sa PostgresTransport**: this project's, a pool of one connection per worker"
-        " process; `claim` and `ack` are one prepared statement each, sent alone in autocommit.",
+        " process; `claim` and `ack` are one prepared statement each, sent alone in autocommit;"
+        " `publish` and `publish_many` notify the queue's channel in their statement"
+        " (`pg_notify`, for the workers that `LISTEN`).",
         "- **baseline** (`bench/pg_baseline.py`): harel_sa's group design in plain psycopg —"
         " per-message FIFO groups, one in flight per group, round-robin by `last_claimed_at`"
         " then arrival, leases with `lock_expiry`, fencing tokens. Each claim and each ack is"
-        " one prepared statement sent alone in autocommit: one round trip, one commit.",
+        " one prepared statement sent alone in autocommit: one round trip, one commit. Its"
+        " publish sends no notification"
+        + (
+            "; **baseline (plain psycopg, with NOTIFY)** is the same publish with harel_sa's"
+            " `pg_notify` (see Publish)."
+            if _same_work(w) is not None
+            else "."
+        ),
         "- **harel 0.9.0 PostgresTransport**: harel's own, one connection per worker process"
         " (claim: `BEGIN`, its PL/pgSQL claim function, `COMMIT`; publish and ack likewise);"
         " its `create_schema` made its tables and functions. It has no `publish_many`.",
@@ -801,16 +839,7 @@ def section(w: dict[str, Any]) -> list[str]:
         *_table(head, rows),
         "",
         *_batched_section(w, _table),
-        "### Publish",
-        "",
-        "The fills before the drains, timed: one call per message before the 1-process drain,"
-        f" batches of {d['batch']:,} before the others (harel has no `publish_many`: always one"
-        " call per message; pgqueuer `enqueue` and procrastinate `batch_defer_async` take lists;"
-        " the batched drains' fills, harel_sa's and the baseline's `publish_many` again, are not"
-        " timed).",
-        "",
-        *_table(["queue", "calls", "msgs/s", "÷ baseline"], prow),
-        "",
+        *_publish_section(w, _table),
         "### pgbench: the commit ceiling",
         "",
         f"`pgbench -M prepared -T {pg['seconds']}` of one `UPDATE pgbench_accounts` of a random"
@@ -874,6 +903,60 @@ def _batched_section(w: dict[str, Any], table: Any) -> list[str]:
         " repetition.",
         "",
         *table(head, rows),
+        "",
+    ]
+
+
+def _publish_section(w: dict[str, Any], table: Any) -> list[str]:
+    d = w["drain"]
+    impls = d["impls"]
+    base = impls[BASE]
+    same = _same_work(w)
+    entries = [*impls.values(), *d.get("publish only", {}).values()]
+    prow = []
+    for v in entries:
+        for mode in ("single", "batched"):
+            mine = _publish(v, mode)
+            if not mine:
+                continue
+            cells = []
+            for anchor in (base, same) if same is not None else (base,):
+                theirs = _publish(anchor, mode) if anchor is not None else []
+                ok = len(mine) == len(theirs)
+                cells.append(fmt_ratio(_x(mine, theirs)) if ok else "")
+            what = "one call per message" if mode == "single" else f"batches of {d['batch']:,}"
+            prow.append([v["label"], what, fmt(mine), *cells])
+    notify = (
+        [
+            "harel_sa's `publish` and `publish_many` send `pg_notify` on the queue's channel in"
+            " their statement (idle workers `LISTEN` and wake at its commit: the design needs"
+            " it); the baseline's publish sends none. So the baseline also publishes with the"
+            " same notification, spelled as harel_sa spells it (a one-row `FROM` item: one"
+            " notification per statement), as **baseline (plain psycopg, with NOTIFY)**: its"
+            " fills are timed like the drains', into a database of their own, in the same"
+            " rotation, and never drained (its claim and ack are the baseline's). The publish"
+            " target compares harel_sa with it, the same work; ÷ baseline on its row is what"
+            " the NOTIFY costs the plain baseline.",
+            "",
+        ]
+        if same is not None
+        else []
+    )
+    return [
+        "### Publish",
+        "",
+        "The fills before the drains, timed: one call per message before the 1-process drain,"
+        f" batches of {d['batch']:,} before the others (harel has no `publish_many`: always one"
+        " call per message; pgqueuer `enqueue` and procrastinate `batch_defer_async` take lists;"
+        " the batched drains' fills, harel_sa's and the baseline's `publish_many` again, are not"
+        " timed).",
+        "",
+        *notify,
+        *table(
+            ["queue", "calls", "msgs/s", "÷ baseline"]
+            + (["÷ baseline with NOTIFY"] if same is not None else []),
+            prow,
+        ),
         "",
     ]
 
@@ -1020,5 +1103,16 @@ def _findings(w: dict[str, Any]) -> list[str]:
             f" {fmt(pgq['4']['rate'])}{versus}. A batch commits once, but still sends one"
             " statement (one round trip) per claim and per ack; pgqueuer's dequeue takes up to"
             " 10 jobs in one statement."
+        )
+    same = _same_work(w)
+    if same is not None:
+        cost = "; ".join(
+            f"{what} {fmt_ratio(_x(_publish(same, mode), _publish(d[BASE], mode)))}"
+            for mode, what in (("single", "one call per message"), ("batched", "batched"))
+            if len(_publish(same, mode)) == len(_publish(d[BASE], mode)) > 0
+        )
+        out.append(
+            f"- **What NOTIFY costs the baseline's publish** (with ÷ without): {cost}. The"
+            " publish target now compares harel_sa with the baseline doing the same work."
         )
     return [*out, ""]

@@ -10,6 +10,8 @@ Two kinds:
   connection per worker process). An entry with ``batch`` > 1 is drained in batches
   (``claim_many`` then ``ack_many_and_claim_many``, :data:`DRAIN_BATCH` at a time): harel_sa's
   and the baseline's, against pgqueuer's batched dequeue (issue 16).
+  :data:`PUBLISH_ONLY` holds queues only published to (their fills timed, never drained): the
+  baseline publishing with harel_sa's ``NOTIFY``.
 
 - **Job queues** (pgqueuer, procrastinate: no groups, no per-group FIFO; throughput
   references): each drains with its own worker loop, the way its documentation runs one,
@@ -90,8 +92,8 @@ def harel_event(i: int) -> Any:
 class Baseline:
     """:class:`pg_baseline.Baseline` as a :class:`GroupQueue`."""
 
-    def __init__(self, url: str, process_index: int) -> None:
-        self.q = pg_baseline.Baseline(url, process_index)
+    def __init__(self, url: str, process_index: int, *, notify: bool = False) -> None:
+        self.q = pg_baseline.Baseline(url, process_index, notify=notify)
 
     def publish(self, group_id: str, event: Any) -> None:
         self.q.publish(group_id, event)
@@ -198,13 +200,15 @@ def _harel_sa_kind(name: str, label: str, batch: int = 1) -> GroupQueueKind:
     )
 
 
-def _baseline_kind(name: str, label: str, batch: int = 1) -> GroupQueueKind:
+def _baseline_kind(
+    name: str, label: str, batch: int = 1, *, notify: bool = False
+) -> GroupQueueKind:
     return GroupQueueKind(
         name,
         label,
         ("psycopg",),
         create_schema=pg_baseline.create_schema,
-        open=Baseline,
+        open=lambda url, i: Baseline(url, i, notify=notify),
         event=harel_sa_event,
         tables=(pg_baseline.MESSAGES, pg_baseline.GROUPS),
         batched_publish=True,
@@ -237,6 +241,14 @@ GROUP_QUEUES: dict[str, GroupQueueKind] = {
     ),
 }
 
+#: Queues whose fills are timed beside the drains' but never drained: the baseline doing the
+#: publish's whole work as harel_sa does it (its NOTIFY), so the publish target compares like
+#: with like, while the baseline above (without it) shows what the NOTIFY costs.
+PUBLISH_ONLY: dict[str, GroupQueueKind] = {
+    "baseline notify": _baseline_kind(
+        "baseline notify", "baseline (plain psycopg, with NOTIFY)", notify=True
+    ),
+}
 
 # --- job queues ------------------------------------------------------------------------------
 
