@@ -24,6 +24,15 @@ SQL below is sent as written, with ``$n`` parameters, and ``PREPARE`` can use it
   group only if the group row is the version its snapshot saw (``xmin`` unchanged): a publish
   since then has updated the row (its upsert), PostgreSQL re-checks the condition on the
   newest version (as for the claim), and the group stays.
+
+Two variants, for like-for-like comparisons with harel_sa's ``PostgresTransport``:
+
+- ``Baseline(url, notify=True)`` publishes with harel_sa's ``pg_notify`` on the queue's
+  channel in the same statement (its idle workers ``LISTEN``; the design requires it), spelled
+  as harel_sa spells it: a one-row ``FROM`` item, one notification per statement.
+- ``claim_many`` and ``ack_many_and_claim_many``: the same claim and ack statements, several
+  in one transaction (``BEGIN`` ... ``COMMIT`` sent as statements on the autocommit
+  connection): one commit per batch, one round trip per statement, as harel_sa batches.
 """
 
 from __future__ import annotations
@@ -107,17 +116,26 @@ ACK_LOCK_THEN_CHECK = f"""WITH lockg AS (
 )
 SELECT count(*) FROM acked"""
 
-#: $1 group, $2 priority (kept for an existing group), $3 event.
-PUBLISH = f"""WITH g AS (
+#: The channel the NOTIFY variant's publishes notify, and the one-row FROM item that does it
+#: (once per statement), as harel_sa's publish and publish_many spell it.
+CHANNEL = "q_ready"
+NOTIFIED = f"CROSS JOIN (SELECT pg_notify('{CHANNEL}', '')) AS notified"
+
+
+def _publish(notified: str = "") -> str:
+    """$1 group, $2 priority (kept for an existing group), $3 event."""
+    return f"""WITH g AS (
   INSERT INTO {GROUPS} (group_id, priority) VALUES ($1, $2)
   ON CONFLICT (group_id) DO UPDATE SET priority = {GROUPS}.priority
   RETURNING group_id
 )
-INSERT INTO {MESSAGES} (group_id, event) SELECT group_id, $3 FROM g"""
+INSERT INTO {MESSAGES} (group_id, event) SELECT group_id, $3 FROM g {notified}""".rstrip()
 
-#: $1 groups, $2 events (arrays, one element per message, in publish order), $3 priority.
-#: Group rows are upserted in group_id order, so two batches never deadlock.
-PUBLISH_MANY = f"""WITH items AS (
+
+def _publish_many(notified: str = "") -> str:
+    """$1 groups, $2 events (arrays, one element per message, in publish order), $3 priority.
+    Group rows are upserted in group_id order, so two batches never deadlock."""
+    return f"""WITH items AS (
   SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS i(group_id, event, n)
 ), g AS (
   INSERT INTO {GROUPS} (group_id, priority)
@@ -126,7 +144,13 @@ PUBLISH_MANY = f"""WITH items AS (
   RETURNING group_id
 )
 INSERT INTO {MESSAGES} (group_id, event)
-SELECT i.group_id, i.event FROM items i JOIN g USING (group_id) ORDER BY i.n"""
+SELECT i.group_id, i.event FROM items i JOIN g USING (group_id) {notified}
+ORDER BY i.n"""
+
+
+PUBLISH, PUBLISH_MANY = _publish(), _publish_many()
+#: The same, notifying :data:`CHANNEL` in the statement's transaction (as harel_sa does).
+PUBLISH_NOTIFY, PUBLISH_MANY_NOTIFY = _publish(NOTIFIED), _publish_many(NOTIFIED)
 
 #: $1 seq, $2 token, $3 the lease's new expiry: NULL frees the message now (with its token),
 #: a time parks it (the token kept, so no claim takes it before then).
@@ -152,21 +176,24 @@ def create_schema(url: str) -> None:
 
 
 class Baseline:
-    """One connection (autocommit), one prepared statement per call; not thread-safe."""
+    """One connection (autocommit), one prepared statement per call; not thread-safe.
+    ``notify``: publishes notify :data:`CHANNEL`, as harel_sa's do."""
 
-    def __init__(self, url: str, process_index: int = 0) -> None:
+    def __init__(self, url: str, process_index: int = 0, *, notify: bool = False) -> None:
         self.conn = psycopg.connect(url, autocommit=True)
         self.cur = psycopg.RawCursor(self.conn)
         self._tokens = itertools.count()
         self._tag = f"{process_index}"
+        self._publish = PUBLISH_NOTIFY if notify else PUBLISH
+        self._publish_many = PUBLISH_MANY_NOTIFY if notify else PUBLISH_MANY
 
     def publish(self, group_id: str, event: Event, priority: int = 0) -> None:
-        self.cur.execute(PUBLISH, (group_id, priority, event.model_dump_json()), prepare=True)
+        self.cur.execute(self._publish, (group_id, priority, event.model_dump_json()), prepare=True)
 
     def publish_many(self, items: list[tuple[str, Event]], priority: int = 0) -> None:
         groups = [g for g, _ in items]
         events = [e.model_dump_json() for _, e in items]
-        self.cur.execute(PUBLISH_MANY, (groups, events, priority))
+        self.cur.execute(self._publish_many, (groups, events, priority))
 
     def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Lease | None:
         now = time.time()
@@ -181,6 +208,40 @@ class Baseline:
         self.cur.execute(ACK, (lease.group_id, lease.seq, lease.token), prepare=True)
         row = self.cur.fetchone()
         return row is not None and row[0] == 1
+
+    def claim_many(
+        self, worker_id: str, visibility: float, limit: int, min_priority: int = 0
+    ) -> list[Lease]:
+        """Up to ``limit`` claims in one transaction (each sees the leases taken before it)."""
+        return self.ack_many_and_claim_many([], worker_id, visibility, limit, min_priority)[1]
+
+    def ack_many_and_claim_many(
+        self,
+        leases: list[Lease],
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+    ) -> tuple[list[bool], list[Lease]]:
+        """Ack ``leases`` (in group_id order, as harel_sa locks them), then claim up to
+        ``limit``, in one transaction: for each lease whether its ack took, and the leases."""
+        self.cur.execute("BEGIN")
+        try:
+            acked: dict[int, bool] = {}
+            for i in sorted(range(len(leases)), key=lambda i: leases[i].group_id):
+                acked[i] = self.ack(leases[i])
+            claimed: list[Lease] = []
+            while len(claimed) < limit:
+                lease = self.claim(worker_id, visibility, min_priority)
+                if lease is None:
+                    break
+                claimed.append(lease)
+        except BaseException:
+            if not self.conn.closed and not self.conn.broken:
+                self.cur.execute("ROLLBACK")
+            raise
+        self.cur.execute("COMMIT")
+        return [acked[i] for i in range(len(leases))], claimed
 
     def nack(self, lease: Lease, delay: float = 0.0) -> None:
         until = time.time() + delay if delay > 0 else None

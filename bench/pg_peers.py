@@ -7,7 +7,11 @@ Two kinds:
   :data:`GROUP_QUEUES` says how to make its schema and how a worker process opens it
   (``open(url, process_index)``). The plain-psycopg baseline and harel 0.9.0's own
   ``PostgresTransport`` are here, beside harel_sa's own ``PostgresTransport`` (a pool of one
-  connection per worker process).
+  connection per worker process). An entry with ``batch`` > 1 is drained in batches
+  (``claim_many`` then ``ack_many_and_claim_many``, :data:`DRAIN_BATCH` at a time): harel_sa's
+  and the baseline's, against pgqueuer's batched dequeue (issue 16).
+  :data:`PUBLISH_ONLY` holds queues only published to (their fills timed, never drained): the
+  baseline publishing with harel_sa's ``NOTIFY``.
 
 - **Job queues** (pgqueuer, procrastinate: no groups, no per-group FIFO; throughput
   references): each drains with its own worker loop, the way its documentation runs one,
@@ -29,6 +33,7 @@ import pg_baseline
 import psycopg
 
 VISIBILITY = 300.0  # seconds: no lease lapses during a drain
+DRAIN_BATCH = 32  # leases per claim_many / ack_many_and_claim_many in a batched drain
 
 
 class GroupQueue(Protocol):
@@ -43,6 +48,15 @@ class GroupQueue(Protocol):
 
     def ack(self, lease: Any) -> object:
         """Settle the lease; False means it was fenced off (a stale lease)."""
+
+    def claim_many(self, worker_id: str, limit: int) -> list[Any]:
+        """Up to ``limit`` leases on distinct groups, in one transaction."""
+
+    def ack_many_and_claim_many(
+        self, leases: list[Any], worker_id: str, limit: int
+    ) -> tuple[list[bool], list[Any]]:
+        """Settle ``leases`` and take up to ``limit`` new ones, in one transaction: for each
+        lease whether its ack took (False: fenced off), and the new leases."""
 
     def empty(self) -> bool:
         """No message left (a None claim can also mean every group is in flight)."""
@@ -60,6 +74,7 @@ class GroupQueueKind:
     event: Callable[[int], Any]  # the event type this queue publishes
     tables: tuple[str, str]  # (messages, groups): both empty after a drain
     batched_publish: bool  # has a publish_many of its own
+    batch: int = 1  # > 1: drained by claim_many + ack_many_and_claim_many of this many
 
 
 def harel_sa_event(i: int) -> Any:
@@ -77,8 +92,8 @@ def harel_event(i: int) -> Any:
 class Baseline:
     """:class:`pg_baseline.Baseline` as a :class:`GroupQueue`."""
 
-    def __init__(self, url: str, process_index: int) -> None:
-        self.q = pg_baseline.Baseline(url, process_index)
+    def __init__(self, url: str, process_index: int, *, notify: bool = False) -> None:
+        self.q = pg_baseline.Baseline(url, process_index, notify=notify)
 
     def publish(self, group_id: str, event: Any) -> None:
         self.q.publish(group_id, event)
@@ -91,6 +106,14 @@ class Baseline:
 
     def ack(self, lease: Any) -> object:
         return self.q.ack(lease)
+
+    def claim_many(self, worker_id: str, limit: int) -> list[Any]:
+        return self.q.claim_many(worker_id, VISIBILITY, limit)
+
+    def ack_many_and_claim_many(
+        self, leases: list[Any], worker_id: str, limit: int
+    ) -> tuple[list[bool], list[Any]]:
+        return self.q.ack_many_and_claim_many(leases, worker_id, VISIBILITY, limit)
 
     def empty(self) -> bool:
         return self.q.empty()
@@ -125,6 +148,16 @@ class Transport:
     def ack(self, lease: Any) -> object:
         return self.t.ack(lease)
 
+    def claim_many(self, worker_id: str, limit: int) -> list[Any]:
+        leases: list[Any] = self.t.claim_many(worker_id, VISIBILITY, limit)
+        return leases
+
+    def ack_many_and_claim_many(
+        self, leases: list[Any], worker_id: str, limit: int
+    ) -> tuple[list[bool], list[Any]]:
+        acked, claimed = self.t.ack_many_and_claim_many(leases, worker_id, VISIBILITY, limit)
+        return acked, claimed
+
     def empty(self) -> bool:
         if self._probe is None:
             self._probe = psycopg.connect(self._url, autocommit=True)
@@ -151,10 +184,10 @@ def _harel_sa_transport(url: str, create_schema: bool) -> Any:
     return PostgresTransport(url, create_schema=create_schema, pool_size=1)
 
 
-GROUP_QUEUES: dict[str, GroupQueueKind] = {
-    "harel_sa": GroupQueueKind(
-        "harel_sa",
-        "harel_sa PostgresTransport",
+def _harel_sa_kind(name: str, label: str, batch: int = 1) -> GroupQueueKind:
+    return GroupQueueKind(
+        name,
+        label,
         ("harel-sa", "psycopg"),
         create_schema=lambda url: _harel_sa_transport(url, True).close(),
         open=lambda url, i: Transport(
@@ -163,17 +196,31 @@ GROUP_QUEUES: dict[str, GroupQueueKind] = {
         event=harel_sa_event,
         tables=("harel_transport_messages", "harel_transport_groups"),
         batched_publish=True,
-    ),
-    "baseline": GroupQueueKind(
-        "baseline",
-        "baseline (plain psycopg)",
+        batch=batch,
+    )
+
+
+def _baseline_kind(
+    name: str, label: str, batch: int = 1, *, notify: bool = False
+) -> GroupQueueKind:
+    return GroupQueueKind(
+        name,
+        label,
         ("psycopg",),
         create_schema=pg_baseline.create_schema,
-        open=Baseline,
+        open=lambda url, i: Baseline(url, i, notify=notify),
         event=harel_sa_event,
         tables=(pg_baseline.MESSAGES, pg_baseline.GROUPS),
         batched_publish=True,
-    ),
+        batch=batch,
+    )
+
+
+BATCHED = f"batches of {DRAIN_BATCH}"
+
+GROUP_QUEUES: dict[str, GroupQueueKind] = {
+    "harel_sa": _harel_sa_kind("harel_sa", "harel_sa PostgresTransport"),
+    "baseline": _baseline_kind("baseline", "baseline (plain psycopg)"),
     "harel": GroupQueueKind(
         "harel",
         "harel 0.9.0 PostgresTransport",
@@ -185,6 +232,21 @@ GROUP_QUEUES: dict[str, GroupQueueKind] = {
         event=harel_event,
         tables=("harel_transport_messages", "harel_transport_groups"),
         batched_publish=False,
+    ),
+    "harel_sa batched": _harel_sa_kind(
+        "harel_sa batched", f"harel_sa PostgresTransport, {BATCHED}", DRAIN_BATCH
+    ),
+    "baseline batched": _baseline_kind(
+        "baseline batched", f"baseline (plain psycopg), {BATCHED}", DRAIN_BATCH
+    ),
+}
+
+#: Queues whose fills are timed beside the drains' but never drained: the baseline doing the
+#: publish's whole work as harel_sa does it (its NOTIFY), so the publish target compares like
+#: with like, while the baseline above (without it) shows what the NOTIFY costs.
+PUBLISH_ONLY: dict[str, GroupQueueKind] = {
+    "baseline notify": _baseline_kind(
+        "baseline notify", "baseline (plain psycopg, with NOTIFY)", notify=True
     ),
 }
 
