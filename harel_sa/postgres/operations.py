@@ -7,8 +7,8 @@ sync transport runs a program on a pooled psycopg connection, the async twin on 
 neither holds any logic of its own. Arguments arrive validated.
 
 Most operations are one statement sent alone in autocommit (one round trip, one commit): the
-claim, the ack, the publish, a nack, an extend. Those of several statements run in one
-transaction (``BEGIN`` ... ``COMMIT``).
+claim, the ack, the publish, a nack, an extend, the acks of a batch. Those of several
+statements run in one transaction (``BEGIN`` ... ``COMMIT``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from harel_sa.calls import ClaimSpec, Row
 from harel_sa.events import Lease, tokens
 from harel_sa.models import DeadMessage, PriorityBucket, QueuedMessage, RoutingBucket, Stats
-from harel_sa.postgres.statements import PARKED, Statement, Statements
+from harel_sa.postgres.statements import BATCH_MAX, PARKED, Statement, Statements, batch_size
 
 T = TypeVar("T")
 Clock = Callable[[], float] | None  # None: the server's clock
@@ -138,8 +138,10 @@ def claim_many(st: Statements, clock: Clock, spec: ClaimSpec, limit: int) -> Op[
 
 
 def ack_many(st: Statements, leases: tuple[Lease[Any], ...]) -> Op[list[bool]]:
-    """:func:`ack` each lease, all in one transaction; each is fenced on its own."""
-    return Op(partial(_ack_many, st, leases), begin=WRITE if leases else None)
+    """:func:`ack` each lease, all in one transaction; each is fenced on its own. One statement
+    for up to :data:`~harel_sa.postgres.statements.BATCH_MAX` leases (then in autocommit)."""
+    several = len(leases) > BATCH_MAX
+    return Op(partial(_ack_many, st, leases), begin=WRITE if several else None)
 
 
 def ack_many_and_claim_many(
@@ -150,14 +152,39 @@ def ack_many_and_claim_many(
 
 
 def _ack_many(st: Statements, leases: tuple[Lease[Any], ...]) -> Program[list[bool]]:
-    # Group rows are locked in group_id order, so two batches of acks never wait on each
-    # other in a cycle. A publish_many locks its groups in the order they first appear; should
-    # it and a batch close a cycle, PostgreSQL aborts one of them, raised as BusyError (a retry
-    # is safe: the transaction changed nothing).
-    acked: dict[int, bool] = {}
-    for i in sorted(range(len(leases)), key=lambda i: leases[i].group_id):
-        acked[i] = yield from _ack(st, leases[i])
-    return [acked[i] for i in range(len(leases))]
+    """The acks of ``leases``, as if one after the other: a statement deletes the messages the
+    leases of a chunk hold and drops the groups they emptied. A lease given twice takes once
+    (its first time); of a stale and a live lease of one message, the live one takes."""
+    if not leases:
+        return []
+    if len(leases) == 1:
+        return [(yield from _ack(st, leases[0]))]
+    # The chunks in group_id order: each statement locks its groups' rows in that order, so
+    # two batches of acks never wait on each other in a cycle. A publish_many locks its
+    # groups in the order they first appear; should it and a batch close a cycle, PostgreSQL
+    # aborts one of them, raised as BusyError (a retry is safe: the transaction changed
+    # nothing).
+    ordered = sorted(leases, key=_group_of) if len(leases) > BATCH_MAX else leases
+    deleted: set[tuple[int, str]] = set()
+    for start in range(0, len(ordered), BATCH_MAX):
+        chunk = ordered[start : start + BATCH_MAX]
+        size = batch_size(len(chunk))
+        keys: list[Any] = []
+        for lease in chunk:
+            keys += (lease.seq, lease.locked_by)
+        keys += keys[-2:] * (size - len(chunk))  # the last pair again: deleted once
+        done = yield Query(st.acks(size), {"keys": keys})
+        deleted.update(done.rows)
+    took = []
+    for lease in leases:
+        key = (lease.seq, lease.locked_by)
+        took.append(key in deleted)
+        deleted.discard(key)
+    return took
+
+
+def _group_of(lease: Lease[Any]) -> str:
+    return lease.group_id
 
 
 def _claim_many(

@@ -12,6 +12,8 @@ The group design of ``bench/pg_baseline.py`` (validated there under many concurr
 - an **ack** (and a bury) drops the group only if the group row is the version its snapshot
   saw (``xmin``): a publish since then has updated it, so the group stays and its new message
   is not stranded.
+- a **batch of acks** is one statement: it deletes every lease's message and drops the emptied
+  groups (the leases as scalar parameters, a ``VALUES`` list per size of :data:`BATCH_SIZES`).
 
 "Now" is the server's (``statement_timestamp()``, in epoch seconds) unless the transport was
 given a clock; then it is the ``now`` parameter. Parameters are named (``%(seq)s``); every
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from operator import itemgetter
 from typing import Any
@@ -37,6 +39,16 @@ CLIENT_NOW = "%(now)s::float8"
 #: How many messages after a group's head the claim also checks for a live lease, against
 #: rows another program inserted below a leased head (SQLite's claim checks as many).
 LOOKAHEAD = 1
+#: The most leases one statement of a batch takes or acks; a larger batch sends several.
+BATCH_MAX = 64
+#: The sizes a batch's statements are built for (a batch uses the smallest that holds it): a
+#: handful of prepared statements per connection, not one per batch size.
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, BATCH_MAX)
+
+
+def batch_size(n: int) -> int:
+    """The smallest of :data:`BATCH_SIZES` that holds ``n`` (1 to :data:`BATCH_MAX`) items."""
+    return 1 << (n - 1).bit_length()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +115,7 @@ class Statements:
         m, g, d = names.messages, names.groups, names.dead
         self._m, self._g = m, g
         self._claims: dict[tuple[int, int], Statement] = {}
+        self._acks: dict[int, Statement] = {}
         upsert_group = f"ON CONFLICT (group_id) DO UPDATE SET priority = {g}.priority"
         # What makes a message claimable now tells the listeners, in the same transaction
         # (harel_sa.postgres.listen): a one-row FROM item, evaluated once per statement.
@@ -245,6 +258,17 @@ class Statements:
         )
         self.purge_dead = positional(f"DELETE FROM {d} WHERE {pick}")
 
+    def acks(self, size: int) -> Statement:
+        """The acks of up to ``size`` (one of :data:`BATCH_SIZES`) leases in one statement:
+        bind ``{"keys": [seq, locked_by, seq, locked_by, ...]}``, ``size`` pairs (repeat a pair
+        to fill it: a message is deleted once). Returns the ``(seq, locked_by)`` of each
+        message deleted: those a lease held. See :func:`_acks`."""
+        try:
+            return self._acks[size]
+        except KeyError:
+            built = self._acks[size] = _acks(self.names, size)
+            return built
+
     def _seen(self, group: str) -> str:
         return f"seen AS (SELECT g.xmin AS version FROM {self._g} g WHERE g.group_id = {group})"
 
@@ -340,6 +364,42 @@ def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
         "SELECT l.seq, l.group_id, l.event, l.deliveries, pick.before "
         "FROM lease l JOIN pick ON pick.seq = l.seq"
     )
+
+
+def _acks(names: Names, size: int) -> Statement:
+    """The acks of ``size`` leases, each fenced on its own (``seq`` and ``locked_by``), as one
+    statement: the messages the leases hold are deleted; each group left without messages is
+    dropped, under the single ack's rule (the group row still the version the statement's
+    snapshot saw, ``xmin``, so a racing publish is never stranded), its row locked first, in
+    ``group_id`` order: two batches never wait on each other's groups in a cycle.
+
+    The leases are scalar parameters, a ``VALUES`` list (arrays would be re-planned at every
+    call). Returns the ``(seq, locked_by)`` of each message deleted."""
+    m, g = names.messages, names.groups
+    pairs = ", ".join(
+        f"(%(seq{i})s::bigint, %(by{i})s::text)" if i == 0 else f"(%(seq{i})s, %(by{i})s)"
+        for i in range(size)
+    )
+    built = positional(
+        f"WITH keys (seq, locked_by) AS (VALUES {pairs}), "
+        f"acked AS (DELETE FROM {m} m USING keys k "
+        "WHERE m.seq = k.seq AND m.locked_by = k.locked_by "
+        "RETURNING m.seq, m.locked_by, m.group_id), "
+        # The groups with no message left but those acked here, their rows locked in order.
+        f"emptied AS (SELECT g.group_id FROM {g} g "
+        "WHERE g.group_id IN (SELECT group_id FROM acked) "
+        f"AND NOT EXISTS (SELECT 1 FROM {m} x WHERE x.group_id = g.group_id "
+        "AND x.seq NOT IN (SELECT seq FROM acked)) "
+        "ORDER BY g.group_id FOR UPDATE OF g), "
+        # The version of each the snapshot saw: a plain read (a lock reads the newest row).
+        f"seen AS (SELECT g.group_id, g.xmin AS version FROM {g} g "
+        "JOIN emptied e ON e.group_id = g.group_id), "
+        f"dropped AS (DELETE FROM {g} g USING seen s "
+        "WHERE g.group_id = s.group_id AND g.xmin = s.version) "
+        "SELECT seq, locked_by FROM acked"
+    )
+    # The pairs arrive as one flat list, in the order the statement numbers them.
+    return replace(built, bind=itemgetter("keys"))
 
 
 @lru_cache(maxsize=64)

@@ -149,7 +149,23 @@ def test_ack_many_takes_the_live_leases_and_changes_nothing_for_the_lost(
     assert q.ack_many([b_again]) == [True]
     left = read(db, f"SELECT group_id, event FROM {M} ORDER BY seq")
     assert [(g, Event.model_validate_json(e).kind) for g, e in left] == [("a", "a1"), ("c", "c2")]
+    # b was emptied by its live lease's ack; a's group stays with its message (a lost lease
+    # empties nothing)
+    assert read(db, f"SELECT group_id FROM {G} ORDER BY group_id") == [("a",), ("c",)]
     assert q.ack_many([]) == []
+
+
+def test_an_ack_many_that_does_not_take_keeps_the_group_of_its_message(q: Any, db: str) -> None:
+    """Only the messages a batch deleted count as gone: a lease whose ack does not take (here
+    on the message after a live lease's, which no claim leased) leaves its group in place."""
+    q.publish("a", Event(kind="a1"))
+    q.publish("a", Event(kind="a2"))
+    (live,) = q.claim_many("w", VIS, 2)
+    [(second,)] = read(db, f"SELECT seq FROM {M} WHERE seq <> {live.seq}")
+    lost = Lease(second, "a", Event(kind="a2"), "w", "never-claimed")
+    assert q.ack_many([live, lost]) == [True, False]
+    assert read(db, f"SELECT group_id FROM {G}") == [("a",)]
+    assert [x.event.kind for x in q.claim_many("w", VIS, 2)] == ["a2"]
 
 
 def test_ack_many_tells_a_stale_lease_from_the_live_one_of_the_same_message_in_any_order(

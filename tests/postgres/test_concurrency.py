@@ -8,6 +8,7 @@ global lock); a claim in progress on one group does not hold up a claim of anoth
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 from typing import Any
 
@@ -109,3 +110,40 @@ def test_a_claim_in_progress_does_not_hold_up_a_claim_of_another_group(pg_url: s
             holder.close()
         following = q.claim("w", VIS)
         assert following is not None and following.group_id == "a"
+
+
+def test_a_batch_of_acks_locks_the_groups_it_empties_in_group_id_order(pg_url: str) -> None:
+    """Two batches of acks never wait on each other's group rows in a cycle: each locks the
+    groups it drops in group_id order, whatever the order of its leases. With g4's row held by
+    another transaction, the batch holds g1 to g3, waits for g4, and has not reached g5 to g8."""
+    groups = [f"g{i}" for i in range(8, 0, -1)]  # claimed g8 first: the leases out of order
+    with PostgresTransport(pg_url, busy_timeout=30) as q:
+        for group in groups:
+            q.publish(group, Event(kind=group))
+        leases = q.claim_many("w", VIS, len(groups))
+        assert [x.group_id for x in leases] == groups
+        holder = psycopg.connect(pg_url)
+        done: list[list[bool]] = []
+        acker = threading.Thread(target=lambda: done.append(q.ack_many(leases)))
+        try:
+            holder.execute(f"SELECT 1 FROM {NAMES.groups} WHERE group_id = 'g4' FOR UPDATE")
+            acker.start()
+            with psycopg.connect(pg_url, autocommit=True) as probe:
+                waiting = (
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"
+                )
+                deadline = time.monotonic() + 20
+                while probe.execute(waiting).fetchone() != (1,):
+                    assert time.monotonic() < deadline, "the batch never waited for g4"
+                    time.sleep(0.01)
+                free = probe.execute(
+                    f"SELECT group_id FROM {NAMES.groups} ORDER BY group_id FOR UPDATE SKIP LOCKED"
+                ).fetchall()
+            assert free == [("g5",), ("g6",), ("g7",), ("g8",)]
+        finally:
+            holder.rollback()
+            holder.close()
+            acker.join(30)
+        assert done == [[True] * len(groups)]
+        assert q.stats().groups == 0
