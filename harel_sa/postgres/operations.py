@@ -8,7 +8,8 @@ neither holds any logic of its own. Arguments arrive validated.
 
 Most operations are one statement sent alone in autocommit (one round trip, one commit): the
 claim, the ack, the publish, a nack, an extend, the acks of a batch. Those of several
-statements run in one transaction (``BEGIN`` ... ``COMMIT``).
+statements run in one transaction (``BEGIN`` ... ``COMMIT``); a batch's claim too, which is one
+statement unless it buries a head.
 """
 
 from __future__ import annotations
@@ -132,8 +133,12 @@ def _ack_and_claim(
 
 def claim_many(st: Statements, clock: Clock, spec: ClaimSpec, limit: int) -> Op[list[Lease[Any]]]:
     """Up to ``limit`` leases in one transaction: what ``limit`` successive :func:`claim` calls
-    return. Each claim sees the leases the transaction took before it (its own writes), so the
-    leases are on distinct groups, in round-robin order."""
+    return, in the same order, on distinct groups, each with a token of its own.
+
+    One statement leases them all (up to :data:`~harel_sa.postgres.statements.BATCH_MAX` at a
+    time). A head it leased that a claim would dead-letter is buried as :func:`claim` buries
+    it; the leases after it go back as they were and are claimed again, as the claims after
+    that one would have walked anew."""
     return Op(partial(_claim_many, st, clock, spec, limit), begin=WRITE)
 
 
@@ -190,13 +195,70 @@ def _group_of(lease: Lease[Any]) -> str:
 def _claim_many(
     st: Statements, clock: Clock, spec: ClaimSpec, limit: int
 ) -> Program[list[Lease[Any]]]:
+    if limit == 1:
+        lease = yield from _claim(st, clock, spec)
+        return [] if lease is None else [lease]
+    worker_id, max_deliveries = spec.worker_id, spec.max_deliveries
     leases: list[Lease[Any]] = []
     while len(leases) < limit:
-        lease = yield from _claim(st, clock, spec)
-        if lease is None:
-            break
-        leases.append(lease)
+        want = min(limit - len(leases), BATCH_MAX)
+        taken = [tokens.next() for _ in range(want)]
+        locks = [f"{worker_id}#{token}" for token in taken]  # in rotation order
+        params = {
+            "limit": want,
+            "tokens": locks,
+            "visibility": spec.visibility,
+            "min_priority": spec.min_priority,
+            "keys": list(spec.routing_keys),
+            "now": _now(clock),
+        }
+        select = st.claim_many(spec.min_priority, len(spec.routing_keys), batch_size(want))
+        rows = (yield Query(select, params)).rows
+        for i, row in enumerate(rows):
+            seq, group_id, raw, deliveries = row[0], row[1], row[2], row[3]
+            error = None
+            if max_deliveries is not None and deliveries - 1 >= max_deliveries:
+                times = "1 time" if deliveries == 2 else f"{deliveries - 1} times"
+                error = f"delivered {times} (max {max_deliveries})"
+            else:
+                try:
+                    event = spec.event_type.model_validate_json(raw)
+                except ValueError as exc:
+                    error = f"undecodable event: {exc}"
+                # Any other error (an event type whose validation raises something else)
+                # ends the program: the driver rolls the transaction back, every lease the
+                # call took with it, before the caller sees the error.
+            if error is not None:
+                # As successive claims: this head is buried, its group back in its place;
+                # the claims after it walk again (the group's next message may come first),
+                # so the leases after it go back as they were, to be claimed anew.
+                after = list(zip(rows[i + 1 :], locks[i + 1 :], strict=False))
+                if after:
+                    yield _untake(st, after)
+                yield from _bury(st, clock, seq, locks[i], error, 1)
+                yield Query(st.untouch, {"group_id": group_id, "before": row[4]})
+                break
+            leases.append(Lease(seq, group_id, event, worker_id, taken[i], deliveries))
+        else:
+            if len(rows) < want:  # no other group is leasable
+                break
     return leases
+
+
+def _untake(st: Statements, rows: list[tuple[tuple[Any, ...], str]]) -> Query:
+    """Give back the leases a batch's claim took on ``rows`` (each with its ``locked_by``)
+    exactly as the rows were: see ``Statements.untake``."""
+    return Query(
+        st.untake,
+        {
+            "seqs": [row[0] for row, _ in rows],
+            "locked_by": [locked_by for _, locked_by in rows],
+            "was_by": [row[5] for row, _ in rows],
+            "was_expiry": [row[6] for row, _ in rows],
+            "group_ids": [row[1] for row, _ in rows],
+            "before": [row[4] for row, _ in rows],
+        },
+    )
 
 
 def _ack_many_and_claim_many(

@@ -346,6 +346,16 @@ def test_an_error_decoding_a_claimed_event_gives_the_lease_back(pg_url: str) -> 
         with pytest.raises(Abort):
             q.claim("w", VIS)
         assert sql(pg_url, f"SELECT locked_by, deliveries FROM {NAMES.messages}") == [(None, 0)]
+        # A batch: the leases before the one that raised and after it, all given back.
+        q.publish("a", Touchy(kind="fine"))
+        q.publish("d", Touchy.model_construct(kind="boom"))
+        q.publish("e", Touchy(kind="fine"))  # the batch's order: a, d, e (b was claimed)
+        rows = f"SELECT * FROM {NAMES.messages} ORDER BY seq"
+        groups = f"SELECT * FROM {NAMES.groups} ORDER BY group_id"
+        before = sql(pg_url, rows), sql(pg_url, groups)
+        with pytest.raises(Abort):
+            q.claim_many("w", VIS, 3)
+        assert (sql(pg_url, rows), sql(pg_url, groups)) == before
 
 
 def test_calls_after_close_raise(pg_url: str) -> None:
