@@ -7,8 +7,9 @@ sync transport runs a program on a pooled psycopg connection, the async twin on 
 neither holds any logic of its own. Arguments arrive validated.
 
 Most operations are one statement sent alone in autocommit (one round trip, one commit): the
-claim, the ack, the publish, a nack, an extend. Those of several statements run in one
-transaction (``BEGIN`` ... ``COMMIT``).
+claim, the ack, the publish, a nack, an extend, the acks of a batch. Those of several
+statements run in one transaction (``BEGIN`` ... ``COMMIT``); a batch's claim too, which is one
+statement unless it buries a head.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, Generic, TypeVar
 from harel_sa.calls import ClaimSpec, Row
 from harel_sa.events import Lease, tokens
 from harel_sa.models import DeadMessage, PriorityBucket, QueuedMessage, RoutingBucket, Stats
-from harel_sa.postgres.statements import PARKED, Statement, Statements
+from harel_sa.postgres.statements import BATCH_MAX, PARKED, Statement, Statements, batch_size
 
 T = TypeVar("T")
 Clock = Callable[[], float] | None  # None: the server's clock
@@ -147,16 +148,22 @@ def _ack_and_claim(
 
 def claim_many(st: Statements, clock: Clock, spec: ClaimSpec, limit: int) -> Op[list[Lease[Any]]]:
     """Up to ``limit`` leases in one transaction: what ``limit`` successive :func:`claim` calls
-    return. Each claim sees the leases the transaction took before it (its own writes), so the
-    leases are on distinct groups, in round-robin order."""
+    return, in the same order, on distinct groups, each with a token of its own.
+
+    One statement leases them all (up to :data:`~harel_sa.postgres.statements.BATCH_MAX` at a
+    time). A head it leased that a claim would dead-letter is buried as :func:`claim` buries
+    it; the leases after it go back as they were and are claimed again, as the claims after
+    that one would have walked anew."""
     if spec.claims_nothing:
         return Op(partial(_returns, []))
     return Op(partial(_claim_many, st, clock, spec, limit), begin=WRITE)
 
 
 def ack_many(st: Statements, leases: tuple[Lease[Any], ...]) -> Op[list[bool]]:
-    """:func:`ack` each lease, all in one transaction; each is fenced on its own."""
-    return Op(partial(_ack_many, st, leases), begin=WRITE if leases else None)
+    """:func:`ack` each lease, all in one transaction; each is fenced on its own. One statement
+    for up to :data:`~harel_sa.postgres.statements.BATCH_MAX` leases (then in autocommit)."""
+    several = len(leases) > BATCH_MAX
+    return Op(partial(_ack_many, st, leases), begin=WRITE if several else None)
 
 
 def ack_many_and_claim_many(
@@ -164,7 +171,8 @@ def ack_many_and_claim_many(
 ) -> Op[tuple[list[bool], list[Lease[Any]]]]:
     """:func:`ack_many` ``leases``, then :func:`claim_many`, in one transaction."""
     if spec.claims_nothing:  # the acks alone, as ack_many sends them
-        return Op(partial(_acked_many_alone, st, leases), begin=WRITE if leases else None)
+        several = len(leases) > BATCH_MAX
+        return Op(partial(_acked_many_alone, st, leases), begin=WRITE if several else None)
     return Op(partial(_ack_many_and_claim_many, st, clock, leases, spec, limit), begin=WRITE)
 
 
@@ -175,26 +183,108 @@ def _acked_many_alone(
 
 
 def _ack_many(st: Statements, leases: tuple[Lease[Any], ...]) -> Program[list[bool]]:
-    # Group rows are locked in group_id order, so two batches of acks never wait on each
-    # other in a cycle. A publish_many locks its groups in the order they first appear; should
-    # it and a batch close a cycle, PostgreSQL aborts one of them, raised as BusyError (a retry
-    # is safe: the transaction changed nothing).
-    acked: dict[int, bool] = {}
-    for i in sorted(range(len(leases)), key=lambda i: leases[i].group_id):
-        acked[i] = yield from _ack(st, leases[i])
-    return [acked[i] for i in range(len(leases))]
+    """The acks of ``leases``, as if one after the other: a statement deletes the messages the
+    leases of a chunk hold and drops the groups they emptied. A lease given twice takes once
+    (its first time); of a stale and a live lease of one message, the live one takes."""
+    if not leases:
+        return []
+    if len(leases) == 1:
+        return [(yield from _ack(st, leases[0]))]
+    # The chunks in group_id order: each statement locks its groups' rows in that order, so
+    # two batches of acks never wait on each other in a cycle. A publish_many locks its
+    # groups in the order they first appear; should it and a batch close a cycle, PostgreSQL
+    # aborts one of them, raised as BusyError (a retry is safe: the transaction changed
+    # nothing).
+    ordered = sorted(leases, key=_group_of) if len(leases) > BATCH_MAX else leases
+    deleted: set[tuple[int, str]] = set()
+    for start in range(0, len(ordered), BATCH_MAX):
+        chunk = ordered[start : start + BATCH_MAX]
+        size = batch_size(len(chunk))
+        keys: list[Any] = []
+        for lease in chunk:
+            keys += (lease.seq, lease.locked_by)
+        keys += keys[-2:] * (size - len(chunk))  # the last pair again: deleted once
+        done = yield Query(st.acks(size), {"keys": keys})
+        deleted.update(done.rows)
+    took = []
+    for lease in leases:
+        key = (lease.seq, lease.locked_by)
+        took.append(key in deleted)
+        deleted.discard(key)
+    return took
+
+
+def _group_of(lease: Lease[Any]) -> str:
+    return lease.group_id
 
 
 def _claim_many(
     st: Statements, clock: Clock, spec: ClaimSpec, limit: int
 ) -> Program[list[Lease[Any]]]:
+    if limit == 1:
+        lease = yield from _claim(st, clock, spec)
+        return [] if lease is None else [lease]
+    worker_id, max_deliveries = spec.worker_id, spec.max_deliveries
     leases: list[Lease[Any]] = []
     while len(leases) < limit:
-        lease = yield from _claim(st, clock, spec)
-        if lease is None:
-            break
-        leases.append(lease)
+        want = min(limit - len(leases), BATCH_MAX)
+        taken = [tokens.next() for _ in range(want)]
+        locks = [f"{worker_id}#{token}" for token in taken]  # in rotation order
+        params = {
+            "limit": want,
+            "tokens": locks,
+            "visibility": spec.visibility,
+            "min_priority": spec.min_priority,
+            "keys": list(spec.routing_keys),
+            "now": _now(clock),
+        }
+        select = st.claim_many(spec.min_priority, len(spec.routing_keys), batch_size(want))
+        rows = (yield Query(select, params)).rows
+        for i, row in enumerate(rows):
+            seq, group_id, raw, deliveries = row[0], row[1], row[2], row[3]
+            error = None
+            if max_deliveries is not None and deliveries - 1 >= max_deliveries:
+                times = "1 time" if deliveries == 2 else f"{deliveries - 1} times"
+                error = f"delivered {times} (max {max_deliveries})"
+            else:
+                try:
+                    event = spec.event_type.model_validate_json(raw)
+                except ValueError as exc:
+                    error = f"undecodable event: {exc}"
+                # Any other error (an event type whose validation raises something else)
+                # ends the program: the driver rolls the transaction back, every lease the
+                # call took with it, before the caller sees the error.
+            if error is not None:
+                # As successive claims: this head is buried, its group back in its place;
+                # the claims after it walk again (the group's next message may come first),
+                # so the leases after it go back as they were, to be claimed anew.
+                after = list(zip(rows[i + 1 :], locks[i + 1 :], strict=False))
+                if after:
+                    yield _untake(st, after)
+                yield from _bury(st, clock, seq, locks[i], error, 1)
+                yield Query(st.untouch, {"group_id": group_id, "before": row[4]})
+                break
+            leases.append(Lease(seq, group_id, event, worker_id, taken[i], deliveries))
+        else:
+            if len(rows) < want:  # no other group is leasable
+                break
     return leases
+
+
+def _untake(st: Statements, rows: list[tuple[tuple[Any, ...], str]]) -> Query:
+    """Give back the leases a batch's claim took on ``rows`` (each with its ``locked_by``)
+    exactly as the rows were: see ``Statements.untake``."""
+    return Query(
+        st.untake,
+        {
+            "seqs": [row[0] for row, _ in rows],
+            "locked_by": [locked_by for _, locked_by in rows],
+            "was_by": [row[5] for row, _ in rows],
+            "was_expiry": [row[6] for row, _ in rows],
+            "group_ids": [row[1] for row, _ in rows],
+            "before": [row[4] for row, _ in rows],
+        },
+    )
 
 
 def _ack_many_and_claim_many(

@@ -12,6 +12,10 @@ The group design of ``bench/pg_baseline.py`` (validated there under many concurr
 - an **ack** (and a bury) drops the group only if the group row is the version its snapshot
   saw (``xmin``): a publish since then has updated it, so the group stays and its new message
   is not stranded.
+- a **batch** is set-based: ``claim_many`` leases the first ``limit`` leasable groups' heads in
+  one statement (the claim's walk with a literal LIMIT per size of :data:`BATCH_SIZES`),
+  ``ack_many`` deletes every lease's message and drops the emptied groups in one statement
+  (the leases as scalar parameters, a ``VALUES`` list per size).
 
 "Now" is the server's (``statement_timestamp()``, in epoch seconds) unless the transport was
 given a clock; then it is the ``now`` parameter. Parameters are named (``%(seq)s``); every
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from operator import itemgetter
 from typing import Any
@@ -37,6 +41,16 @@ CLIENT_NOW = "%(now)s::float8"
 #: How many messages after a group's head the claim also checks for a live lease, against
 #: rows another program inserted below a leased head (SQLite's claim checks as many).
 LOOKAHEAD = 1
+#: The most leases one statement of a batch takes or acks; a larger batch sends several.
+BATCH_MAX = 64
+#: The sizes a batch's statements are built for (a batch uses the smallest that holds it): a
+#: handful of prepared statements per connection, not one per batch size.
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, BATCH_MAX)
+
+
+def batch_size(n: int) -> int:
+    """The smallest of :data:`BATCH_SIZES` that holds ``n`` (1 to :data:`BATCH_MAX`) items."""
+    return 1 << (n - 1).bit_length()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +117,8 @@ class Statements:
         m, g, d = names.messages, names.groups, names.dead
         self._m, self._g = m, g
         self._claims: dict[tuple[int, int], Statement] = {}
+        self._claims_many: dict[tuple[int, int, int], Statement] = {}
+        self._acks: dict[int, Statement] = {}
         upsert_group = f"ON CONFLICT (group_id) DO UPDATE SET priority = {g}.priority"
         # What makes a message claimable now tells the listeners, in the same transaction
         # (harel_sa.postgres.listen): a one-row FROM item, evaluated once per statement.
@@ -179,6 +195,20 @@ class Statements:
         self.untouch = positional(
             f"UPDATE {g} SET last_claimed_at = %(before)s::float8 WHERE group_id = %(group_id)s"
         )
+        # A batch's leases its caller will not get (those after a head the batch buried, which
+        # successive claims would have walked to anew) go back exactly as they were: the
+        # message's lock and delivery count, the group's place in the rotation. Fenced by each
+        # lease; rare, so the arrays' plan matters not.
+        self.untake = positional(
+            "WITH back AS (SELECT * FROM unnest(%(seqs)s::bigint[], %(locked_by)s::text[], "
+            "%(was_by)s::text[], %(was_expiry)s::float8[], %(group_ids)s::text[], "
+            "%(before)s::float8[]) AS b(seq, locked_by, was_by, was_expiry, group_id, before)), "
+            f"freed AS (UPDATE {m} m SET locked_by = b.was_by, lock_expiry = b.was_expiry, "
+            "deliveries = greatest(m.deliveries - 1, 0) FROM back b "
+            "WHERE m.seq = b.seq AND m.locked_by = b.locked_by RETURNING m.seq) "
+            f"UPDATE {g} g SET last_claimed_at = b.before FROM back b JOIN freed USING (seq) "
+            "WHERE g.group_id = b.group_id"
+        )
 
         # Operating the queue: stats, peek, release, purge, dead letters.
         self.counts = positional(
@@ -245,6 +275,31 @@ class Statements:
         )
         self.purge_dead = positional(f"DELETE FROM {d} WHERE {pick}")
 
+    def acks(self, size: int) -> Statement:
+        """The acks of up to ``size`` (one of :data:`BATCH_SIZES`) leases in one statement:
+        bind ``{"keys": [seq, locked_by, seq, locked_by, ...]}``, ``size`` pairs (repeat a pair
+        to fill it: a message is deleted once). Returns the ``(seq, locked_by)`` of each
+        message deleted: those a lease held. See :func:`_acks`."""
+        try:
+            return self._acks[size]
+        except KeyError:
+            built = self._acks[size] = _acks(self.names, size)
+            return built
+
+    def claim_many(self, min_priority: int, keys: int, size: int) -> Statement:
+        """:meth:`claim` of up to ``size`` (one of :data:`BATCH_SIZES`) groups at once, each
+        lease with a token of its own: bind ``limit`` (at most ``size``) and ``tokens``
+        (``limit`` ``locked_by`` values, in rotation order) besides the claim's parameters.
+        Returns, in rotation order, what :meth:`claim` returns and the head's lock before
+        (``locked_by``, ``lock_expiry``). See :func:`_claim_many`."""
+        try:
+            return self._claims_many[min_priority, keys, size]
+        except KeyError:
+            built = self._claims_many[min_priority, keys, size] = _claim_many(
+                self.names, self.now, min_priority, keys, size
+            )
+            return built
+
     def _seen(self, group: str) -> str:
         return f"seen AS (SELECT g.xmin AS version FROM {self._g} g WHERE g.group_id = {group})"
 
@@ -297,39 +352,54 @@ def _eligible(m: str, now: str, *more: str | None) -> str:
     return " AND ".join(where)
 
 
-def _pick(names: Names, now: str, where: str) -> str:
-    """The first leasable group of those ``where`` admits, in round-robin order, with its head;
-    both rows locked. LIMIT is a literal: with a parameter the cached generic plan gives up
-    the index walk."""
+#: What a batch's claim also reads of each head it leases: its lock before, to put it back.
+_WAS = ", m.locked_by AS was_by, m.lock_expiry AS was_expiry"
+
+
+def _pick(names: Names, now: str, where: str, size: int = 1, more: str = "") -> str:
+    """The first ``size`` leasable groups of those ``where`` admits, in round-robin order, with
+    their heads; both rows locked. LIMIT is a literal: with a parameter the cached generic
+    plan gives up the index walk."""
     m, g = names.messages, names.groups
     return (
-        "SELECT g.group_id, m.seq, g.last_claimed_at AS before, g.arrival "
+        f"SELECT g.group_id, m.seq, g.last_claimed_at AS before, g.arrival{more} "
         f"FROM {g} g CROSS JOIN LATERAL (SELECT h.seq FROM {m} h "
         "WHERE h.group_id = g.group_id ORDER BY h.seq LIMIT 1) head "
         f"JOIN {m} m ON m.seq = head.seq WHERE {where} "
-        "ORDER BY g.last_claimed_at, g.arrival LIMIT 1 FOR UPDATE OF g, m SKIP LOCKED"
+        f"ORDER BY g.last_claimed_at, g.arrival LIMIT {int(size)} FOR UPDATE OF g, m SKIP LOCKED"
+    )
+
+
+def _picks(names: Names, now: str, min_priority: int, keys: int, size: int, more: str) -> str:
+    """The ``pick`` of a claim: a walk of the groups in round-robin order (with routing keys,
+    one lane per key, their winners compared), ``size`` groups at most."""
+    m = names.messages
+    if not keys:
+        # Spelled as the floor's partial index's WHERE, so the planner walks that index.
+        floor = f"g.priority >= {int(min_priority)}" if min_priority > 0 else None
+        walk = _pick(names, now, _eligible(m, now, floor), size, more)
+        if size == 1:
+            return f"pick AS ({walk})"
+        # The walk locks the rows as the outer LIMIT pulls them: ``limit``, not ``size``.
+        return f"pick AS (SELECT * FROM ({walk}) w LIMIT %(limit)s)"
+    floor = "g.priority >= %(min_priority)s" if min_priority > 0 else None
+    key = "g.routing_key = (%(keys)s::text[])[{}]"
+    lanes = [
+        f"lane{i} AS MATERIALIZED "
+        f"({_pick(names, now, _eligible(m, now, key.format(i + 1), floor), size, more)})"
+        for i in range(keys)
+    ]
+    union = " UNION ALL ".join(f"SELECT * FROM lane{i}" for i in range(keys))
+    limit = "1" if size == 1 else "%(limit)s"
+    return (
+        f"{', '.join(lanes)}, pick AS (SELECT * FROM ({union}) w "
+        f"ORDER BY w.before, w.arrival LIMIT {limit})"
     )
 
 
 def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
     m, g = names.messages, names.groups
-    if not keys:
-        # Spelled as the floor's partial index's WHERE, so the planner walks that index.
-        floor = f"g.priority >= {int(min_priority)}" if min_priority > 0 else None
-        picks = f"pick AS ({_pick(names, now, _eligible(m, now, floor))})"
-    else:
-        floor = "g.priority >= %(min_priority)s" if min_priority > 0 else None
-        key = "g.routing_key = (%(keys)s::text[])[{}]"
-        lanes = [
-            f"lane{i} AS MATERIALIZED "
-            f"({_pick(names, now, _eligible(m, now, key.format(i + 1), floor))})"
-            for i in range(keys)
-        ]
-        union = " UNION ALL ".join(f"SELECT * FROM lane{i}" for i in range(keys))
-        picks = (
-            f"{', '.join(lanes)}, pick AS (SELECT * FROM ({union}) w "
-            "ORDER BY w.before, w.arrival LIMIT 1)"
-        )
+    picks = _picks(names, now, min_priority, keys, 1, "")
     return positional(
         f"WITH {picks}, "
         f"lease AS (UPDATE {m} m SET locked_by = %(locked_by)s, "
@@ -340,6 +410,68 @@ def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
         "SELECT l.seq, l.group_id, l.event, l.deliveries, pick.before "
         "FROM lease l JOIN pick ON pick.seq = l.seq"
     )
+
+
+def _claim_many(names: Names, now: str, min_priority: int, keys: int, size: int) -> Statement:
+    """The claim of up to ``size`` groups: the walk of :func:`_claim` that goes on past the
+    first group, up to ``limit``; each head leased with the ``locked_by`` of its rank in the
+    rotation (``tokens``), each group touched; returned in rotation order. The rows are what
+    ``limit`` successive claims would lease, as long as none of them is a head the caller sets
+    aside (dead-lettered), after which successive claims would walk again.
+
+    With routing keys, each lane takes up to ``size`` groups and the lanes' first ``limit`` win;
+    the losers' row locks last as long as the claim's transaction (other claimers skip those
+    groups meanwhile), as with :func:`_claim`'s lanes."""
+    m, g = names.messages, names.groups
+    picks = _picks(names, now, min_priority, keys, size, _WAS)
+    return positional(
+        f"WITH {picks}, "
+        "ranked AS (SELECT pick.*, row_number() OVER (ORDER BY pick.before, pick.arrival) AS k "
+        "FROM pick), "
+        f"lease AS (UPDATE {m} m SET locked_by = (%(tokens)s::text[])[r.k], "
+        f"lock_expiry = {now} + %(visibility)s, deliveries = m.deliveries + 1 "
+        "FROM ranked r WHERE m.seq = r.seq RETURNING m.seq, m.event, m.deliveries), "
+        f"touch AS (UPDATE {g} g SET last_claimed_at = {now} FROM ranked r "
+        "WHERE g.group_id = r.group_id) "
+        "SELECT l.seq, r.group_id, l.event, l.deliveries, r.before, r.was_by, r.was_expiry "
+        "FROM lease l JOIN ranked r ON r.seq = l.seq ORDER BY r.k"
+    )
+
+
+def _acks(names: Names, size: int) -> Statement:
+    """The acks of ``size`` leases, each fenced on its own (``seq`` and ``locked_by``), as one
+    statement: the messages the leases hold are deleted; each group left without messages is
+    dropped, under the single ack's rule (the group row still the version the statement's
+    snapshot saw, ``xmin``, so a racing publish is never stranded), its row locked first, in
+    ``group_id`` order: two batches never wait on each other's groups in a cycle.
+
+    The leases are scalar parameters, a ``VALUES`` list (arrays would be re-planned at every
+    call). Returns the ``(seq, locked_by)`` of each message deleted."""
+    m, g = names.messages, names.groups
+    pairs = ", ".join(
+        f"(%(seq{i})s::bigint, %(by{i})s::text)" if i == 0 else f"(%(seq{i})s, %(by{i})s)"
+        for i in range(size)
+    )
+    built = positional(
+        f"WITH keys (seq, locked_by) AS (VALUES {pairs}), "
+        f"acked AS (DELETE FROM {m} m USING keys k "
+        "WHERE m.seq = k.seq AND m.locked_by = k.locked_by "
+        "RETURNING m.seq, m.locked_by, m.group_id), "
+        # The groups with no message left but those acked here, their rows locked in order.
+        f"emptied AS (SELECT g.group_id FROM {g} g "
+        "WHERE g.group_id IN (SELECT group_id FROM acked) "
+        f"AND NOT EXISTS (SELECT 1 FROM {m} x WHERE x.group_id = g.group_id "
+        "AND x.seq NOT IN (SELECT seq FROM acked)) "
+        "ORDER BY g.group_id FOR UPDATE OF g), "
+        # The version of each the snapshot saw: a plain read (a lock reads the newest row).
+        f"seen AS (SELECT g.group_id, g.xmin AS version FROM {g} g "
+        "JOIN emptied e ON e.group_id = g.group_id), "
+        f"dropped AS (DELETE FROM {g} g USING seen s "
+        "WHERE g.group_id = s.group_id AND g.xmin = s.version) "
+        "SELECT seq, locked_by FROM acked"
+    )
+    # The pairs arrive as one flat list, in the order the statement numbers them.
+    return replace(built, bind=itemgetter("keys"))
 
 
 @lru_cache(maxsize=64)

@@ -130,6 +130,55 @@ def test_claim_many_is_limit_successive_claims(
         single.queue.close()
 
 
+def test_claim_many_returns_the_rotations_order_not_the_messages(q: Any, clock: FakeClock) -> None:
+    q.publish("p", Event(kind="p1"))
+    q.publish("q", Event(kind="q1"))
+    q.publish("q", Event(kind="q2"))
+    q.publish("p", Event(kind="p2"))
+    for group in ("p", "q"):  # p claimed first, then q: p's turn comes first again
+        lease = q.claim("w", VIS)
+        assert lease is not None and lease.group_id == group and q.ack(lease)
+        clock.advance(1.0)
+    taken = q.claim_many("w", VIS, 2)
+    assert [x.event.kind for x in taken] == ["p2", "q2"]  # q2 is the older message
+    assert all(q.ack_many(taken))
+
+
+@pytest.mark.parametrize("why", ["undecodable", "delivered"])
+@pytest.mark.parametrize("limit", [2, 3])
+def test_a_head_claim_many_buries_is_followed_by_its_groups_next_message(
+    q: Any, db: str, clock: FakeClock, limit: int, why: str
+) -> None:
+    """As successive claims: the buried head's group keeps its place, so its next message comes
+    before the groups after it; a group the batch no longer reaches is left as it was."""
+    q.publish("a", Event(kind="a1"))
+    if why == "undecodable":  # a row no claim can decode
+        write(db, f"INSERT INTO {G} (group_id) VALUES ('b')")
+        write(db, f"INSERT INTO {M} (group_id, event) VALUES ('b', 'x')")
+        q.publish("b", Event(kind="b2"))
+    else:  # b1 delivered twice already: past max_deliveries=2
+        q.publish("b", Event(kind="b1"), routing_key="rb")
+        q.publish("b", Event(kind="b2"))
+        for _ in range(2):
+            lease = q.claim("w0", VIS, routing_keys=["rb"])
+            assert lease is not None and lease.event.kind == "b1" and q.nack(lease, 0.0)
+    q.publish("c", Event(kind="c1"), routing_key="k")
+    lapsed = q.claim("w0", VIS, routing_keys=["k"])  # c's lease, lapsed: c is claimable
+    assert lapsed is not None and lapsed.group_id == "c"
+    clock.advance(VIS + 1)
+    c_rows = f"SELECT seq, locked_by, lock_expiry, deliveries FROM {M} WHERE group_id = 'c'"
+    c_group = f"SELECT last_claimed_at FROM {G} WHERE group_id = 'c'"
+    before = read(db, c_rows), read(db, c_group)
+
+    taken = q.claim_many("w", VIS, limit, max_deliveries=2)
+
+    assert [x.event.kind for x in taken] == ["a1", "b2", "c1"][:limit]
+    [(error,)] = read(db, f"SELECT error FROM {D}")
+    assert error.startswith("undecodable event" if why == "undecodable" else "delivered 2 times")
+    if limit == 2:  # c: as it was, its lapsed lease too
+        assert (read(db, c_rows), read(db, c_group)) == before
+
+
 def test_ack_many_takes_the_live_leases_and_changes_nothing_for_the_lost(
     q: Any, db: str, clock: FakeClock
 ) -> None:
@@ -149,7 +198,23 @@ def test_ack_many_takes_the_live_leases_and_changes_nothing_for_the_lost(
     assert q.ack_many([b_again]) == [True]
     left = read(db, f"SELECT group_id, event FROM {M} ORDER BY seq")
     assert [(g, Event.model_validate_json(e).kind) for g, e in left] == [("a", "a1"), ("c", "c2")]
+    # b was emptied by its live lease's ack; a's group stays with its message (a lost lease
+    # empties nothing)
+    assert read(db, f"SELECT group_id FROM {G} ORDER BY group_id") == [("a",), ("c",)]
     assert q.ack_many([]) == []
+
+
+def test_an_ack_many_that_does_not_take_keeps_the_group_of_its_message(q: Any, db: str) -> None:
+    """Only the messages a batch deleted count as gone: a lease whose ack does not take (here
+    on the message after a live lease's, which no claim leased) leaves its group in place."""
+    q.publish("a", Event(kind="a1"))
+    q.publish("a", Event(kind="a2"))
+    (live,) = q.claim_many("w", VIS, 2)
+    [(second,)] = read(db, f"SELECT seq FROM {M} WHERE seq <> {live.seq}")
+    lost = Lease(second, "a", Event(kind="a2"), "w", "never-claimed")
+    assert q.ack_many([live, lost]) == [True, False]
+    assert read(db, f"SELECT group_id FROM {G}") == [("a",)]
+    assert [x.event.kind for x in q.claim_many("w", VIS, 2)] == ["a2"]
 
 
 def test_ack_many_tells_a_stale_lease_from_the_live_one_of_the_same_message_in_any_order(

@@ -6,6 +6,11 @@ The claims with a priority floor and with routing keys are run (``EXPLAIN ANALYZ
 prepared statement, forced generic, rolled back) behind 50,000 groups they must not take
 (priority 0 and another routing key, at the front of the rotation) and 100,000 groups
 in all: each walk reads one group row, whatever the backlog. Row counts, not times.
+
+A batch's claim (``claim_many``) is the same walk going on past the first group: it reads the
+group rows it leases and no others, locks ``limit`` of them (its statement is built for a
+size, its LIMIT a literal, and ``limit`` at most that size is a parameter), and sorts only the
+rows it took.
 """
 
 from __future__ import annotations
@@ -30,13 +35,26 @@ TYPES = {
     "min_priority": "integer",
     "keys": "text[]",
     "now": "float8",
+    "limit": "integer",
+    "tokens": "text[]",
 }
+SIZE, LIMIT = 32, 29  # a batch's statement is built for SIZE; LIMIT of them are asked for
 
 
 def nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     found = [plan]
     for child in plan.get("Plans", []):
         found += nodes(child)
+    return found
+
+
+def fed(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The nodes whose rows flow into ``plan``: not the CTEs and sub-plans beneath it, which a
+    CTE Scan reads once they are done."""
+    found = [plan]
+    for child in plan.get("Plans", []):
+        if child.get("Parent Relationship") not in ("InitPlan", "SubPlan"):
+            found += fed(child)
     return found
 
 
@@ -137,4 +155,67 @@ def test_claims_with_a_floor_or_keys_walk_their_own_index_and_read_one_group(
     # No sort of groups: only the lanes' winners (one per key) are ever compared.
     for sort in (n for n in every if "Sort" in n["Node Type"]):
         assert not any(on_groups(n) for n in nodes(sort)), shown
+    assert not any(n["Node Type"] == "Seq Scan" and on_groups(n) for n in every), shown
+
+
+def batch_params(min_priority: int, keys: list[str]) -> dict[str, Any]:
+    return {
+        "limit": LIMIT,
+        "tokens": [f"w#{i}" for i in range(LIMIT)],
+        "visibility": 30.0,
+        "min_priority": min_priority,
+        "keys": keys,
+    }
+
+
+def test_the_batched_claim_walks_the_index_and_reads_only_the_groups_it_leases(
+    pg_url: str,
+) -> None:
+    with PostgresTransport(pg_url) as q:
+        q.publish_many([(f"g{i}", Event(kind="m")) for i in range(5000)])
+    claim = statements_for(NAMES, True).claim_many(0, 0, SIZE)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+        plan = generic_plan(conn, claim, batch_params(0, []))
+    shown = json.dumps(plan, indent=1)[:6000]
+    every = nodes(plan)
+    walks = [n for n in every if n.get("Index Name") == NAMES.groups_by_last_claimed]
+    # One walk, in round-robin order, that stops once LIMIT groups are locked: not SIZE, and
+    # not the 5,000 of the backlog.
+    assert len(walks) == 1 and walks[0]["Actual Rows"] == LIMIT, shown
+    locks = [n for n in every if n["Node Type"] == "LockRows"]
+    assert [n["Actual Rows"] for n in locks] == [LIMIT], shown
+    assert plan["Actual Rows"] == LIMIT, shown  # each group locked is leased
+    # Sorted: the rows taken (their rank, the tokens' order), never the groups.
+    for sort in (n for n in every if "Sort" in n["Node Type"]):
+        assert not any(on_groups(n) for n in fed(sort)), shown
+    assert not any(n["Node Type"] == "Seq Scan" and on_groups(n) for n in every), shown
+
+
+@pytest.mark.parametrize(
+    ("min_priority", "keys", "index"),
+    [
+        (3, [], NAMES.groups_by_floor(3)),
+        (1, [], NAMES.groups_by_floor(1)),
+        (0, ["east"], NAMES.groups_by_routing_key),
+        (0, ["west", "east"], NAMES.groups_by_routing_key),
+    ],
+    ids=["floor-3", "floor-1", "one-key", "two-keys"],
+)
+def test_batched_claims_with_a_floor_or_keys_walk_their_own_index_past_the_backlog(
+    crowded: str, min_priority: int, keys: list[str], index: str
+) -> None:
+    claim = statements_for(NAMES, True).claim_many(min_priority, len(keys), SIZE)
+    with psycopg.connect(crowded, autocommit=True) as conn:
+        plan = generic_plan(conn, claim, batch_params(min_priority, keys))
+    shown = json.dumps(plan, indent=1)[:6000]
+    every = nodes(plan)
+    walks = [n for n in every if on_groups(n) and n.get("Index Name") != f"{NAMES.groups}_pkey"]
+    assert walks and {n.get("Index Name") for n in walks} == {index}, shown
+    # Each walk (a lane per key) reads at most SIZE group rows, not the 50,000 ahead.
+    assert all(n["Actual Rows"] <= SIZE and n["Actual Loops"] == 1 for n in walks), shown
+    assert sum(n["Actual Rows"] for n in walks) >= LIMIT, shown
+    assert plan["Actual Rows"] == LIMIT, shown
+    for sort in (n for n in every if "Sort" in n["Node Type"]):
+        assert not any(on_groups(n) for n in fed(sort)), shown
     assert not any(n["Node Type"] == "Seq Scan" and on_groups(n) for n in every), shown

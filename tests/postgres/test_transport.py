@@ -276,6 +276,51 @@ def test_a_publish_racing_the_ack_that_drains_its_group_is_not_stranded(pg_url: 
         assert following is not None and following.event.kind == "second"
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["ack_many", "ack_many_and_claim_many"])
+def test_a_publish_racing_the_batch_of_acks_that_drains_its_group_is_not_stranded(
+    pg_url: str, fused: bool
+) -> None:
+    """The same race against a batch of acks, whose one statement drains several groups: the
+    group the publish holds stays (its row is newer than the statement's snapshot saw), the
+    others are dropped."""
+    with PostgresTransport(pg_url) as q:
+        for group in ("after", "race", "before"):  # the race group between the others
+            q.publish(group, ev(f"{group}1"))
+        leases = q.claim_many("w", VIS, 3)
+        assert [x.group_id for x in leases] == ["after", "race", "before"]
+        publisher = psycopg.connect(pg_url)
+        try:
+            publisher.execute(
+                f"INSERT INTO {NAMES.groups} (group_id) VALUES ('race') "
+                f"ON CONFLICT (group_id) DO UPDATE SET priority = {NAMES.groups}.priority"
+            )
+            publisher.execute(
+                f"INSERT INTO {NAMES.messages} (group_id, event) VALUES ('race', %s)",
+                (ev("race2").model_dump_json(),),
+            )
+            done: list[Any] = []
+
+            def ack() -> None:
+                if fused:
+                    done.append(q.ack_many_and_claim_many(leases, "w", VIS, 3))
+                else:
+                    done.append((q.ack_many(leases), []))
+
+            acker = threading.Thread(target=ack)
+            acker.start()
+            acker.join(0.5)
+            assert acker.is_alive()  # waiting for the publish's lock on the group row
+            publisher.commit()
+            acker.join(30)
+        finally:
+            publisher.close()
+        [(acked, claimed)] = done
+        assert acked == [True, True, True]
+        assert sql(pg_url, f"SELECT group_id FROM {NAMES.groups}") == [("race",)]
+        following = claimed or q.claim_many("w", VIS, 3)
+        assert [x.event.kind for x in following] == ["race2"]
+
+
 def test_an_error_decoding_a_claimed_event_gives_the_lease_back(pg_url: str) -> None:
     """A claim commits its lease with its statement; an event type whose validation raises
     something other than a ValueError gets the lease back before the error reaches the caller,
@@ -301,6 +346,16 @@ def test_an_error_decoding_a_claimed_event_gives_the_lease_back(pg_url: str) -> 
         with pytest.raises(Abort):
             q.claim("w", VIS)
         assert sql(pg_url, f"SELECT locked_by, deliveries FROM {NAMES.messages}") == [(None, 0)]
+        # A batch: the leases before the one that raised and after it, all given back.
+        q.publish("a", Touchy(kind="fine"))
+        q.publish("d", Touchy.model_construct(kind="boom"))
+        q.publish("e", Touchy(kind="fine"))  # the batch's order: a, d, e (b was claimed)
+        rows = f"SELECT * FROM {NAMES.messages} ORDER BY seq"
+        groups = f"SELECT * FROM {NAMES.groups} ORDER BY group_id"
+        before = sql(pg_url, rows), sql(pg_url, groups)
+        with pytest.raises(Abort):
+            q.claim_many("w", VIS, 3)
+        assert (sql(pg_url, rows), sql(pg_url, groups)) == before
 
 
 def test_calls_after_close_raise(pg_url: str) -> None:
