@@ -32,7 +32,8 @@ Two variants, for like-for-like comparisons with harel_sa's ``PostgresTransport`
   as harel_sa spells it: a one-row ``FROM`` item, one notification per statement.
 - ``claim_many`` and ``ack_many_and_claim_many``: the same claim and ack statements, several
   in one transaction (``BEGIN`` ... ``COMMIT`` sent as statements on the autocommit
-  connection): one commit per batch, one round trip per statement, as harel_sa batches.
+  connection): one commit per batch, one round trip per message (harel_sa's batches are
+  set-based: one statement for a batch's claims, one for its acks).
 """
 
 from __future__ import annotations
