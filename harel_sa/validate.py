@@ -29,13 +29,10 @@ def text(name: str, value: object) -> str:
 
 def required_text(name: str, value: object) -> str:
     """A non-empty ``str`` that can be stored (:func:`text`, not ``""``)."""
-    if not isinstance(value, str):
-        raise InvalidArgumentTypeError(f"{name} must be a str, not {type(value).__name__}")
-    if not value:
+    checked = text(name, value)
+    if not checked:
         raise InvalidArgumentError(f"{name} must not be empty")
-    if not value.isascii():
-        _encodable(name, value)
-    return value
+    return checked
 
 
 def _encodable(name: str, value: str) -> None:
