@@ -224,7 +224,7 @@ def _claim_many(
     if limit == 1:
         lease = yield from _claim(st, clock, spec)
         return [] if lease is None else [lease]
-    worker_id, max_deliveries = spec.worker_id, spec.max_deliveries
+    worker_id = spec.worker_id
     leases: list[Lease[Any]] = []
     while len(leases) < limit:
         want = min(limit - len(leases), BATCH_MAX)
@@ -242,18 +242,10 @@ def _claim_many(
         rows = (yield Query(select, params)).rows
         for i, row in enumerate(rows):
             seq, group_id, raw, deliveries = row[0], row[1], row[2], row[3]
-            error = None
-            if max_deliveries is not None and deliveries - 1 >= max_deliveries:
-                times = "1 time" if deliveries == 2 else f"{deliveries - 1} times"
-                error = f"delivered {times} (max {max_deliveries})"
-            else:
-                try:
-                    event = spec.event_type.model_validate_json(raw)
-                except ValueError as exc:
-                    error = f"undecodable event: {exc}"
-                # Any other error (an event type whose validation raises something else)
-                # ends the program: the driver rolls the transaction back, every lease the
-                # call took with it, before the caller sees the error.
+            # Any error but a decoding one (an event type whose validation raises something
+            # else) ends the program: the driver rolls the transaction back, every lease the
+            # call took with it, before the caller sees the error.
+            event, error = _event_of(spec, raw, deliveries)
             if error is not None:
                 # As successive claims: this head is buried, its group back in its place;
                 # the claims after it walk again (the group's next message may come first),
@@ -311,28 +303,34 @@ def _claim(st: Statements, clock: Clock, spec: ClaimSpec) -> Program[Lease[Any] 
         if not found.rows:
             return None
         seq, group_id, raw, deliveries, before = found.one()
-        limit = spec.max_deliveries
-        error = None
-        if limit is not None and deliveries - 1 >= limit:
-            times = "1 time" if deliveries == 2 else f"{deliveries - 1} times"
-            error = f"delivered {times} (max {limit})"
-        else:
-            try:
-                event = spec.event_type.model_validate_json(raw)
-            except ValueError as exc:
-                error = f"undecodable event: {exc}"
-            except GeneratorExit:
-                raise
-            except BaseException:
-                # The lease committed with the statement: give it back, uncounted, before the
-                # caller sees the error (an event type whose validation raises something else).
-                yield Query(st.give_back, {"seq": seq, "locked_by": locked_by})
-                raise
+        try:
+            event, error = _event_of(spec, raw, deliveries)
+        except GeneratorExit:
+            raise
+        except BaseException:
+            # The lease committed with the statement: give it back, uncounted, before the
+            # caller sees the error (an event type whose validation raises something else).
+            yield Query(st.give_back, {"seq": seq, "locked_by": locked_by})
+            raise
         if error is not None:
             yield from _bury(st, clock, seq, locked_by, error, 1)
             yield Query(st.untouch, {"group_id": group_id, "before": before})
             continue
         return Lease(seq, group_id, event, spec.worker_id, token, deliveries)
+
+
+def _event_of(spec: ClaimSpec, raw: Any, deliveries: int) -> tuple[Any, str | None]:
+    """The event of a head a claim just leased (``deliveries`` counts that lease), or why the
+    claim buries the head instead (``(None, error)``): delivered ``max_deliveries`` times
+    already, or its event does not decode."""
+    limit = spec.max_deliveries
+    if limit is not None and deliveries - 1 >= limit:
+        times = "1 time" if deliveries == 2 else f"{deliveries - 1} times"
+        return None, f"delivered {times} (max {limit})"
+    try:
+        return spec.event_type.model_validate_json(raw), None
+    except ValueError as exc:
+        return None, f"undecodable event: {exc}"
 
 
 def _bury(
