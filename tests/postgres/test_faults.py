@@ -34,6 +34,7 @@ from harel_sa import BusyError, ConnectionLostError, PostgresTransport
 from tests import pg_cluster
 from tests.checks import stranded
 from tests.contract.raw import PgRaw
+from tests.flag import Flag
 from tests.pg_fixtures import _unavailable
 from tests.postgres import fault_bodies
 
@@ -68,7 +69,7 @@ class Fleet:
     def __init__(self, url: str, logs: Path) -> None:
         self.ctx = multiprocessing.get_context("spawn")
         self.url, self.logs = url, logs
-        self.stop = self.ctx.Event()
+        self.stop = Flag(self.ctx)  # not an Event: workers are SIGKILLed (tests/flag.py)
         self.workers: dict[int, Any] = {}
         self.incarnation = 0
         self.killed: list[Any] = []

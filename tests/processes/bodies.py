@@ -234,7 +234,7 @@ class WorkerConfig:
     kind: str = "sync"  # or "async"
     plan: Plan | None = None
     phases: Any = None
-    producers_done: Any = None  # an Event; with it set and the queue empty, the worker exits
+    producers_done: Any = None  # a tests.flag.Flag or an Event: set and the queue empty, exit
     clock_offset: float = 0.0  # seconds added to time.time() (the drain looks past old leases)
     synchronous: str = "FULL"
     handle_max: float = 0.003  # seconds a handling takes at most (uniform)

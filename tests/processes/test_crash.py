@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from tests.flag import Flag
 from tests.processes import bodies
 from tests.processes.bodies import PHASES, Plan, ProducerConfig, WorkerConfig
 
@@ -57,7 +58,7 @@ class Fleet:
         self.rng = random.Random(seed)
         self.slots = PRODUCERS + WORKERS
         self.phases = self.ctx.Array("b", self.slots, lock=False)
-        self.never = self.ctx.Event()  # workers in the chaos never stop on an empty queue
+        self.never = Flag(self.ctx)  # workers in the chaos never stop on an empty queue
         self.procs: dict[int, Any] = {}
         self.incarnations = Counter[int]()
         self.points = {
@@ -229,7 +230,7 @@ def test_producers_and_workers_killed_at_random_moments_lose_nothing(
 
     # Drain: fresh workers whose clock is 2 * VIS ahead, so every old lease has lapsed.
     ctx = fleet.ctx
-    done = ctx.Event()
+    done = Flag(ctx)
     done.set()
     drainers = [
         ctx.Process(  # type: ignore[attr-defined]
