@@ -128,7 +128,8 @@ def crowded(pg_server: Any) -> Any:
     pg_server.drop_database(url)
 
 
-@pytest.mark.parametrize(
+# Claims with a floor or keys, and the index each lane must walk.
+LANES = pytest.mark.parametrize(
     ("min_priority", "keys", "index"),
     [
         (3, [], NAMES.groups_by_floor(3)),
@@ -138,6 +139,9 @@ def crowded(pg_server: Any) -> Any:
     ],
     ids=["floor-3", "floor-1", "one-key", "two-keys"],
 )
+
+
+@LANES
 def test_claims_with_a_floor_or_keys_walk_their_own_index_and_read_one_group(
     crowded: str, min_priority: int, keys: list[str], index: str
 ) -> None:
@@ -192,16 +196,7 @@ def test_the_batched_claim_walks_the_index_and_reads_only_the_groups_it_leases(
     assert not any(n["Node Type"] == "Seq Scan" and on_groups(n) for n in every), shown
 
 
-@pytest.mark.parametrize(
-    ("min_priority", "keys", "index"),
-    [
-        (3, [], NAMES.groups_by_floor(3)),
-        (1, [], NAMES.groups_by_floor(1)),
-        (0, ["east"], NAMES.groups_by_routing_key),
-        (0, ["west", "east"], NAMES.groups_by_routing_key),
-    ],
-    ids=["floor-3", "floor-1", "one-key", "two-keys"],
-)
+@LANES
 def test_batched_claims_with_a_floor_or_keys_walk_their_own_index_past_the_backlog(
     crowded: str, min_priority: int, keys: list[str], index: str
 ) -> None:

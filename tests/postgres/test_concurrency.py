@@ -63,8 +63,9 @@ def work(url: str, index: int, start: Any, results: Any) -> None:
         q.close()
 
 
-def test_eight_processes_deliver_every_message_once_in_order_in_parallel(pg_url: str) -> None:
-    with PostgresTransport(pg_url) as q:
+def fill(url: str) -> None:
+    """PER_GROUP messages in each of GROUPS groups, numbered in each group (``data["n"]``)."""
+    with PostgresTransport(url) as q:
         q.publish_many(
             [
                 (f"g{g}", Event(kind="job", data={"n": n}))
@@ -72,6 +73,10 @@ def test_eight_processes_deliver_every_message_once_in_order_in_parallel(pg_url:
                 for g in range(GROUPS)
             ]
         )
+
+
+def test_eight_processes_deliver_every_message_once_in_order_in_parallel(pg_url: str) -> None:
+    fill(pg_url)
     ctx = multiprocessing.get_context("spawn")
     start, results = ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=work, args=(pg_url, i, start, results)) for i in range(PROCESSES)]
@@ -170,14 +175,7 @@ def drain_in_batches(url: str, index: int, ready: Any, start: Any, results: Any)
 
 
 def test_processes_draining_in_batches_deliver_every_message_once_in_order(pg_url: str) -> None:
-    with PostgresTransport(pg_url) as q:
-        q.publish_many(
-            [
-                (f"g{g}", Event(kind="job", data={"n": n}))
-                for n in range(PER_GROUP)
-                for g in range(GROUPS)
-            ]
-        )
+    fill(pg_url)
     ctx = multiprocessing.get_context("spawn")
     ready, start, results = ctx.Queue(), ctx.Event(), ctx.Queue()
     procs = [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -245,6 +246,31 @@ def test_transports_starting_together_do_not_race(pg_url: str) -> None:
     ]
 
 
+def during_a_publish(url: str, group: str, event: Event, ack: Callable[[], object]) -> None:
+    """Run ``ack`` on a thread while a publish of ``event`` into ``group`` is uncommitted, its
+    upsert holding the group row as harel_sa's publish does: the ack must wait for that lock;
+    then the publish commits and the ack ends."""
+    publisher = psycopg.connect(url)
+    try:
+        publisher.execute(
+            f"INSERT INTO {NAMES.groups} (group_id) VALUES (%s) "
+            f"ON CONFLICT (group_id) DO UPDATE SET priority = {NAMES.groups}.priority",
+            (group,),
+        )
+        publisher.execute(
+            f"INSERT INTO {NAMES.messages} (group_id, event) VALUES (%s, %s)",
+            (group, event.model_dump_json()),
+        )
+        acker = threading.Thread(target=ack)
+        acker.start()
+        acker.join(0.5)
+        assert acker.is_alive()  # waiting for the publish's lock on the group row
+        publisher.commit()
+        acker.join(30)
+    finally:
+        publisher.close()
+
+
 def test_a_publish_racing_the_ack_that_drains_its_group_is_not_stranded(pg_url: str) -> None:
     """The publish's upsert holds the group row while the ack waits; the ack sees a newer group
     row than its snapshot did, and leaves the group (bench/pg_baseline.py's race)."""
@@ -252,25 +278,8 @@ def test_a_publish_racing_the_ack_that_drains_its_group_is_not_stranded(pg_url: 
         q.publish("race", ev("first"))
         lease = q.claim("w", VIS)
         assert lease is not None
-        publisher = psycopg.connect(pg_url)
-        try:
-            publisher.execute(
-                f"INSERT INTO {NAMES.groups} (group_id) VALUES ('race') "
-                f"ON CONFLICT (group_id) DO UPDATE SET priority = {NAMES.groups}.priority"
-            )
-            publisher.execute(
-                f"INSERT INTO {NAMES.messages} (group_id, event) VALUES ('race', %s)",
-                (ev("second").model_dump_json(),),
-            )
-            acked: list[bool] = []
-            acker = threading.Thread(target=lambda: acked.append(q.ack(lease)))
-            acker.start()
-            acker.join(0.5)
-            assert acker.is_alive()  # waiting for the publish's lock on the group row
-            publisher.commit()
-            acker.join(30)
-        finally:
-            publisher.close()
+        acked: list[bool] = []
+        during_a_publish(pg_url, "race", ev("second"), lambda: acked.append(q.ack(lease)))
         assert acked == [True]
         following = q.claim("w", VIS)
         assert following is not None and following.event.kind == "second"
@@ -288,32 +297,15 @@ def test_a_publish_racing_the_batch_of_acks_that_drains_its_group_is_not_strande
             q.publish(group, ev(f"{group}1"))
         leases = q.claim_many("w", VIS, 3)
         assert [x.group_id for x in leases] == ["after", "race", "before"]
-        publisher = psycopg.connect(pg_url)
-        try:
-            publisher.execute(
-                f"INSERT INTO {NAMES.groups} (group_id) VALUES ('race') "
-                f"ON CONFLICT (group_id) DO UPDATE SET priority = {NAMES.groups}.priority"
-            )
-            publisher.execute(
-                f"INSERT INTO {NAMES.messages} (group_id, event) VALUES ('race', %s)",
-                (ev("race2").model_dump_json(),),
-            )
-            done: list[Any] = []
+        done: list[Any] = []
 
-            def ack() -> None:
-                if fused:
-                    done.append(q.ack_many_and_claim_many(leases, "w", VIS, 3))
-                else:
-                    done.append((q.ack_many(leases), []))
+        def ack() -> None:
+            if fused:
+                done.append(q.ack_many_and_claim_many(leases, "w", VIS, 3))
+            else:
+                done.append((q.ack_many(leases), []))
 
-            acker = threading.Thread(target=ack)
-            acker.start()
-            acker.join(0.5)
-            assert acker.is_alive()  # waiting for the publish's lock on the group row
-            publisher.commit()
-            acker.join(30)
-        finally:
-            publisher.close()
+        during_a_publish(pg_url, "race", ev("race2"), ack)
         [(acked, claimed)] = done
         assert acked == [True, True, True]
         assert sql(pg_url, f"SELECT group_id FROM {NAMES.groups}") == [("race",)]
