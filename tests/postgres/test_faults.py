@@ -111,6 +111,12 @@ def read_logs(logs: Path) -> dict[str, list[list[str]]]:
     return {p.name: [ln.split() for ln in p.read_text().splitlines()] for p in logs.iterdir()}
 
 
+def flowing(logs: Path) -> bool:
+    """Whether some message has been published and some handled already."""
+    kinds = {ln[0] for got in read_logs(logs).values() for ln in got if ln}
+    return {"sent", "got"} <= kinds
+
+
 def test_terminated_backends_a_restart_and_sigkills_lose_nothing(
     own_server: pg_cluster.Cluster, tmp_path: Path
 ) -> None:
@@ -136,6 +142,12 @@ def test_terminated_backends_a_restart_and_sigkills_lose_nothing(
     for p in producers:
         p.start()
     try:
+        # Faults begin once messages flow, so on a slow machine they do not all land before
+        # any process has a connection to lose.
+        deadline = time.monotonic() + DEADLINE
+        while not flowing(logs):
+            assert time.monotonic() < deadline, "no message was published and handled"
+            time.sleep(0.05)
         for i, fault in enumerate(FAULTS):
             time.sleep(FAULT_GAP)
             if fault == "terminate":
