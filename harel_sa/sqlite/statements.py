@@ -282,8 +282,8 @@ class Statements:
             f"FROM {d} WHERE {pick} ORDER BY seq LIMIT :limit"
         )
         self.requeue = (
-            f"INSERT INTO {m} (group_id, event) SELECT group_id, event FROM {d} "
-            f"WHERE {pick} ORDER BY seq"
+            f"INSERT INTO {m} (group_id, event, enqueued_at) SELECT group_id, event, :now "
+            f"FROM {d} WHERE {pick} ORDER BY seq"
         )
         self.requeue_groups = (
             f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "

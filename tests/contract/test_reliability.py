@@ -568,6 +568,20 @@ def test_stats_match_the_rows(q: Any, raw: Raw, clock: FakeClock) -> None:
     assert after.oldest_age == pytest.approx(16.0)  # a2 now heads the queue
 
 
+def test_a_requeued_message_is_as_old_as_its_time_back_in_the_queue(
+    q: Any, clock: FakeClock
+) -> None:
+    # The age is the time in the queue since the message came back, not its first publish
+    # and not what its event says of itself (here: created long before either).
+    q.publish("g", Event(kind="k", created_time=clock.now - 1000))
+    clock.advance(30)
+    assert q.dead_letter(q.claim("w", VIS), "later")
+    clock.advance(100)
+    assert q.requeue_dead() == 1
+    clock.advance(5)
+    assert q.stats().oldest_age == pytest.approx(5.0)
+
+
 def test_peek_shows_messages_with_their_state_without_claiming(
     q: Any, raw: Raw, clock: FakeClock
 ) -> None:
