@@ -2,22 +2,20 @@
 bound operation.
 
 Each method of :class:`Calls` validates its arguments (raising before anything is written) and
-returns a :data:`Call`: the backend's operation with every argument bound but the connection.
-A transport runs the call on its connection: the sync SQLite transport on its sqlite3
-connection, the async one in aiosqlite's thread.
+returns the backend's operation bound to them (a :class:`Bound`), which a transport runs: the
+SQLite transports a :data:`Call` on their sqlite3 connection (the async one in aiosqlite's
+thread), the PostgreSQL ones a program of statements on a pooled connection.
 
 **The seam between the shared rules and a dialect** is :class:`Backend`: the operations and
-the statements factory of one dialect's room (:data:`harel_sa.sqlite.backend.SQLITE` for
-SQLite). :class:`Calls` takes one and never names a dialect, so a PostgreSQL room offers its
-own ``Backend`` (its statements, its operations over its own connection) and reuses every
-check here unchanged.
+the statements factory of one dialect's room (:data:`harel_sa.sqlite.backend.SQLITE`,
+:class:`harel_sa.postgres.backend.PostgresBackend`). :class:`Calls` takes one and never names
+a dialect, so every backend's transports check their arguments with the very same code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
@@ -29,7 +27,8 @@ from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.schema import Names
 
 T = TypeVar("T")
-#: An operation bound to every argument but the connection (the dialect's driver connection).
+T_co = TypeVar("T_co", covariant=True)
+#: SQLite's bound operation: called with the sqlite3 connection, it runs its transaction.
 Call = Callable[[Any], T]
 Clock = Callable[[], float]
 Synchronous = Literal["FULL", "NORMAL"]
@@ -153,66 +152,66 @@ class ClaimSpecs:
         return spec
 
 
+class Bound(Protocol[T_co]):
+    """An operation bound to every argument but what its transport runs it on, typed by the
+    result it gives: SQLite's a :data:`Call` on the connection, PostgreSQL's a program of
+    statements (:class:`harel_sa.postgres.operations.Op`). Each transport knows its own."""
+
+
 class Backend(Protocol):
-    """A dialect's operations, each one transaction on the dialect's connection (``conn``),
-    with its statements for one prefix (``statements``, from :meth:`statements`), as :class:`Calls`
-    binds them. Arguments arrive validated; each promises what the transports' methods of the
-    same name document."""
+    """A dialect's operations, as :class:`Calls` binds them: each is given its validated
+    arguments by keyword (``statements`` from :meth:`statements`, the transport's ``clock``,
+    ``None`` for the database server's where the dialect has one) and returns the operation
+    bound, one transaction when run; each promises what the transports' methods of the same
+    name document."""
 
     def statements(self, names: Names) -> Any: ...
-    def publish(self, conn: Any, statements: Any, clock: Clock, rows: list[Row]) -> None: ...
+    def publish(self, *, statements: Any, clock: Any, rows: list[Row]) -> Bound[None]: ...
     def claim(
-        self, conn: Any, statements: Any, clock: Clock, spec: ClaimSpec
-    ) -> Lease[Any] | None: ...
+        self, *, statements: Any, clock: Any, spec: ClaimSpec
+    ) -> Bound[Lease[Any] | None]: ...
     def ack_and_claim(
-        self, conn: Any, statements: Any, clock: Clock, lease: Lease[Any], spec: ClaimSpec
-    ) -> tuple[bool, Lease[Any] | None]: ...
+        self, *, statements: Any, clock: Any, lease: Lease[Any], spec: ClaimSpec
+    ) -> Bound[tuple[bool, Lease[Any] | None]]: ...
     def claim_many(
-        self, conn: Any, statements: Any, clock: Clock, spec: ClaimSpec, limit: int
-    ) -> list[Lease[Any]]: ...
-    def ack_many(
-        self, conn: Any, statements: Any, leases: tuple[Lease[Any], ...]
-    ) -> list[bool]: ...
+        self, *, statements: Any, clock: Any, spec: ClaimSpec, limit: int
+    ) -> Bound[list[Lease[Any]]]: ...
+    def ack_many(self, *, statements: Any, leases: tuple[Lease[Any], ...]) -> Bound[list[bool]]: ...
     def ack_many_and_claim_many(
         self,
-        conn: Any,
+        *,
         statements: Any,
-        clock: Clock,
+        clock: Any,
         leases: tuple[Lease[Any], ...],
         spec: ClaimSpec,
         limit: int,
-    ) -> tuple[list[bool], list[Lease[Any]]]: ...
-    def ack(self, conn: Any, statements: Any, lease: Lease[Any]) -> bool: ...
-    def give_back(self, conn: Any, statements: Any, lease: Lease[Any]) -> bool: ...
+    ) -> Bound[tuple[list[bool], list[Lease[Any]]]]: ...
+    def ack(self, *, statements: Any, lease: Lease[Any]) -> Bound[bool]: ...
+    def give_back(self, *, statements: Any, lease: Lease[Any]) -> Bound[bool]: ...
     def nack(
-        self, conn: Any, statements: Any, clock: Clock, lease: Lease[Any], delay: float
-    ) -> bool: ...
+        self, *, statements: Any, clock: Any, lease: Lease[Any], delay: float
+    ) -> Bound[bool]: ...
     def extend(
-        self, conn: Any, statements: Any, clock: Clock, lease: Lease[Any], visibility: float
-    ) -> bool: ...
+        self, *, statements: Any, clock: Any, lease: Lease[Any], visibility: float
+    ) -> Bound[bool]: ...
     def dead_letter(
-        self, conn: Any, statements: Any, clock: Clock, lease: Lease[Any], reason: str
-    ) -> bool: ...
-    def stats(self, conn: Any, statements: Any, clock: Clock) -> Stats: ...
+        self, *, statements: Any, clock: Any, lease: Lease[Any], reason: str
+    ) -> Bound[bool]: ...
+    def stats(self, *, statements: Any, clock: Any) -> Bound[Stats]: ...
     def peek(
-        self, conn: Any, statements: Any, clock: Clock, group_id: str | None, limit: int
-    ) -> list[QueuedMessage]: ...
-    def release(self, conn: Any, statements: Any, clock: Clock, group_id: str | None) -> int: ...
-    def purge(self, conn: Any, statements: Any, group_id: str) -> int: ...
+        self, *, statements: Any, clock: Any, group_id: str | None, limit: int
+    ) -> Bound[list[QueuedMessage]]: ...
+    def release(self, *, statements: Any, clock: Any, group_id: str | None) -> Bound[int]: ...
+    def purge(self, *, statements: Any, group_id: str) -> Bound[int]: ...
     def dead(
-        self,
-        conn: Any,
-        statements: Any,
-        group_id: str | None,
-        seqs: tuple[int, ...] | None,
-        limit: int,
-    ) -> list[DeadMessage]: ...
+        self, *, statements: Any, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
+    ) -> Bound[list[DeadMessage]]: ...
     def requeue_dead(
-        self, conn: Any, statements: Any, group_id: str | None, seqs: tuple[int, ...] | None
-    ) -> int: ...
+        self, *, statements: Any, clock: Any, group_id: str | None, seqs: tuple[int, ...] | None
+    ) -> Bound[int]: ...
     def purge_dead(
-        self, conn: Any, statements: Any, group_id: str | None, seqs: tuple[int, ...] | None
-    ) -> int: ...
+        self, *, statements: Any, group_id: str | None, seqs: tuple[int, ...] | None
+    ) -> Bound[int]: ...
 
 
 class Options(Generic[E]):
@@ -242,28 +241,26 @@ class Options(Generic[E]):
 
 
 class Calls(Generic[E]):
-    """The transport's operations as validated calls, bound to ``backend``'s operations and
-    its statements for the options' prefix (built once, here)."""
+    """The transport's operations, validated and bound to ``backend``'s operations, its
+    statements for the options' prefix (built once, here) and ``clock`` (the options' clock;
+    ``None``, where the backend has one, the database server's)."""
 
-    def __init__(self, options: Options[E], backend: Backend) -> None:
+    def __init__(self, options: Options[E], backend: Backend, clock: Clock | None) -> None:
         self.options = options
         self.backend = backend
         self.statements = backend.statements(options.names)
+        self.clock = clock
         self.claim_spec = ClaimSpecs(options.event_type)
 
     def publish(
         self, group_id: object, event: object, priority: object, routing_key: object
-    ) -> Call[None]:
+    ) -> Bound[None]:
         row = message_row(self.options.event_type, group_id, event, priority, routing_key)
-        return partial(
-            self.backend.publish, statements=self.statements, clock=self.options.clock, rows=[row]
-        )
+        return self.backend.publish(statements=self.statements, clock=self.clock, rows=[row])
 
-    def publish_many(self, items: object, priority: object, routing_key: object) -> Call[None]:
+    def publish_many(self, items: object, priority: object, routing_key: object) -> Bound[None]:
         rows = message_rows(self.options.event_type, items, priority, routing_key)
-        return partial(
-            self.backend.publish, statements=self.statements, clock=self.options.clock, rows=rows
-        )
+        return self.backend.publish(statements=self.statements, clock=self.clock, rows=rows)
 
     def claim(
         self,
@@ -272,11 +269,9 @@ class Calls(Generic[E]):
         min_priority: object,
         routing_keys: object,
         max_deliveries: object,
-    ) -> Call[Lease[E] | None]:
+    ) -> Bound[Lease[E] | None]:
         spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
-        return partial(
-            self.backend.claim, statements=self.statements, clock=self.options.clock, spec=spec
-        )
+        return self.backend.claim(statements=self.statements, clock=self.clock, spec=spec)
 
     def ack_and_claim(
         self,
@@ -286,12 +281,11 @@ class Calls(Generic[E]):
         min_priority: object,
         routing_keys: object,
         max_deliveries: object,
-    ) -> Call[tuple[bool, Lease[E] | None]]:
+    ) -> Bound[tuple[bool, Lease[E] | None]]:
         spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
-        return partial(
-            self.backend.ack_and_claim,
+        return self.backend.ack_and_claim(
             statements=self.statements,
-            clock=self.options.clock,
+            clock=self.clock,
             lease=validate.lease(lease),
             spec=spec,
         )
@@ -304,20 +298,17 @@ class Calls(Generic[E]):
         min_priority: object,
         routing_keys: object,
         max_deliveries: object,
-    ) -> Call[list[Lease[E]]]:
+    ) -> Bound[list[Lease[E]]]:
         spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
-        return partial(
-            self.backend.claim_many,
+        return self.backend.claim_many(
             statements=self.statements,
-            clock=self.options.clock,
+            clock=self.clock,
             spec=spec,
             limit=validate.count("limit", limit),
         )
 
-    def ack_many(self, leases: object) -> Call[list[bool]]:
-        return partial(
-            self.backend.ack_many, statements=self.statements, leases=validate.leases(leases)
-        )
+    def ack_many(self, leases: object) -> Bound[list[bool]]:
+        return self.backend.ack_many(statements=self.statements, leases=validate.leases(leases))
 
     def ack_many_and_claim_many(
         self,
@@ -328,97 +319,88 @@ class Calls(Generic[E]):
         min_priority: object,
         routing_keys: object,
         max_deliveries: object,
-    ) -> Call[tuple[list[bool], list[Lease[E]]]]:
+    ) -> Bound[tuple[list[bool], list[Lease[E]]]]:
         spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
-        return partial(
-            self.backend.ack_many_and_claim_many,
+        return self.backend.ack_many_and_claim_many(
             statements=self.statements,
-            clock=self.options.clock,
+            clock=self.clock,
             leases=validate.leases(leases),
             spec=spec,
             limit=validate.count("limit", limit),
         )
 
-    def ack(self, lease: object) -> Call[bool]:
-        return partial(self.backend.ack, statements=self.statements, lease=validate.lease(lease))
+    def ack(self, lease: object) -> Bound[bool]:
+        return self.backend.ack(statements=self.statements, lease=validate.lease(lease))
 
-    def give_back(self, lease: Lease[E]) -> Call[bool]:
-        return partial(self.backend.give_back, statements=self.statements, lease=lease)
+    def give_back(self, lease: Lease[E]) -> Bound[bool]:
+        return self.backend.give_back(statements=self.statements, lease=lease)
 
-    def nack(self, lease: object, delay: object) -> Call[bool]:
-        return partial(
-            self.backend.nack,
+    def nack(self, lease: object, delay: object) -> Bound[bool]:
+        return self.backend.nack(
             statements=self.statements,
-            clock=self.options.clock,
+            clock=self.clock,
             lease=validate.lease(lease),
             delay=validate.seconds("delay", delay, allow_zero=True),
         )
 
-    def extend(self, lease: object, visibility: object) -> Call[bool]:
-        return partial(
-            self.backend.extend,
+    def extend(self, lease: object, visibility: object) -> Bound[bool]:
+        return self.backend.extend(
             statements=self.statements,
-            clock=self.options.clock,
+            clock=self.clock,
             lease=validate.lease(lease),
             visibility=validate.seconds("visibility", visibility, allow_zero=False),
         )
 
-    def dead_letter(self, lease: object, reason: object) -> Call[bool]:
-        return partial(
-            self.backend.dead_letter,
+    def dead_letter(self, lease: object, reason: object) -> Bound[bool]:
+        return self.backend.dead_letter(
             statements=self.statements,
-            clock=self.options.clock,
+            clock=self.clock,
             lease=validate.lease(lease),
             reason=validate.required_text("reason", reason),
         )
 
-    def stats(self) -> Call[Stats]:
-        return partial(self.backend.stats, statements=self.statements, clock=self.options.clock)
+    def stats(self) -> Bound[Stats]:
+        return self.backend.stats(statements=self.statements, clock=self.clock)
 
-    def peek(self, group_id: object, limit: object) -> Call[list[QueuedMessage]]:
-        return partial(
-            self.backend.peek,
+    def peek(self, group_id: object, limit: object) -> Bound[list[QueuedMessage]]:
+        return self.backend.peek(
             statements=self.statements,
-            clock=self.options.clock,
+            clock=self.clock,
             group_id=validate.group_filter(group_id),
             limit=validate.count("limit", limit),
         )
 
-    def release(self, group_id: object) -> Call[int]:
-        return partial(
-            self.backend.release,
+    def release(self, group_id: object) -> Bound[int]:
+        return self.backend.release(
             statements=self.statements,
-            clock=self.options.clock,
+            clock=self.clock,
             group_id=validate.group_filter(group_id),
         )
 
-    def purge(self, group_id: object) -> Call[int]:
-        return partial(
-            self.backend.purge,
+    def purge(self, group_id: object) -> Bound[int]:
+        return self.backend.purge(
             statements=self.statements,
             group_id=validate.group_id(group_id),
         )
 
-    def dead(self, group_id: object, seqs: object, limit: object) -> Call[list[DeadMessage]]:
-        return partial(
-            self.backend.dead,
+    def dead(self, group_id: object, seqs: object, limit: object) -> Bound[list[DeadMessage]]:
+        return self.backend.dead(
             statements=self.statements,
             group_id=validate.group_filter(group_id),
             seqs=validate.seqs(seqs),
             limit=validate.count("limit", limit),
         )
 
-    def requeue_dead(self, group_id: object, seqs: object) -> Call[int]:
-        return partial(
-            self.backend.requeue_dead,
+    def requeue_dead(self, group_id: object, seqs: object) -> Bound[int]:
+        return self.backend.requeue_dead(
             statements=self.statements,
+            clock=self.clock,
             group_id=validate.group_filter(group_id),
             seqs=validate.seqs(seqs),
         )
 
-    def purge_dead(self, group_id: object, seqs: object) -> Call[int]:
-        return partial(
-            self.backend.purge_dead,
+    def purge_dead(self, group_id: object, seqs: object) -> Bound[int]:
+        return self.backend.purge_dead(
             statements=self.statements,
             group_id=validate.group_filter(group_id),
             seqs=validate.seqs(seqs),

@@ -8,21 +8,20 @@ sync transport runs. Coroutines on one transport claim in parallel, each on its 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar, cast
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
-from pydantic import BaseModel
 
-from harel_sa import settlements, validate
+from harel_sa import validate
+from harel_sa.calls import Bound, Calls
 from harel_sa.cancels import shielded
 from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event, Lease
-from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.postgres import operations as ops
-from harel_sa.postgres.calls import Calls
+from harel_sa.postgres.backend import PostgresBackend
 from harel_sa.postgres.connect import display
 from harel_sa.postgres.driver import arun, lost, no_connection, translate
 from harel_sa.postgres.listen import AsyncListener
@@ -30,11 +29,12 @@ from harel_sa.postgres.sessions import Session, Sessions
 from harel_sa.postgres.startup import open_schema
 from harel_sa.postgres.transport import PostgresTransport, options_of, pool_settings
 from harel_sa.schema import DEFAULT_PREFIX
+from harel_sa.transports import AsyncTransport
 
 T = TypeVar("T")
 
 
-class AsyncPostgresTransport(Generic[E]):
+class AsyncPostgresTransport(AsyncTransport[E]):
     """:class:`~harel_sa.PostgresTransport`'s async twin: the same rules, options and errors,
     every call awaited. Build it with ``await AsyncPostgresTransport.create(url, ...)``."""
 
@@ -69,7 +69,7 @@ class AsyncPostgresTransport(Generic[E]):
     ) -> AsyncPostgresTransport[E]:
         """Open the transport: the options of :class:`~harel_sa.PostgresTransport`."""
         options = options_of(prefix, clock, busy_timeout, event_type)
-        calls = Calls(options, server_clock=clock is None)
+        calls = Calls(options, PostgresBackend(server_clock=clock is None), clock)
         where = display(url)
         settings = pool_settings(url, options, pool_size)
         # The schema is looked at (and made) on one connection of its own, as the sync
@@ -86,10 +86,6 @@ class AsyncPostgresTransport(Generic[E]):
             await pool.close()
             raise no_connection(exc, None, where) from exc
         return cls(calls, pool, url, settings.size, settings.conninfo)
-
-    @property
-    def prefix(self) -> str:
-        return self._calls.options.names.prefix
 
     @property
     def database(self) -> str:
@@ -111,7 +107,7 @@ class AsyncPostgresTransport(Generic[E]):
             pool_size=2,
         )
 
-    async def _run(self, op: ops.Op[T]) -> T:
+    async def _run(self, op: Bound[T]) -> T:
         # A cancelled caller lets the operation finish on its connection (psycopg would
         # otherwise cancel the statement at the server, leaving a lease committed or not, the
         # connection unknown) and gives back the leases it took (harel_sa.cancels).
@@ -134,7 +130,8 @@ class AsyncPostgresTransport(Generic[E]):
                 raise no_connection(exc, pool.get_stats(), self._where, closed=closed) from exc
         return self._sessions.new(conn, psycopg.AsyncRawCursor(conn))
 
-    async def _attempt(self, op: ops.Op[T]) -> T:
+    async def _attempt(self, bound: Bound[T]) -> T:
+        op = cast("ops.Op[T]", bound)
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")
@@ -150,145 +147,6 @@ class AsyncPostgresTransport(Generic[E]):
                 for returned in self._sessions.keep(session):
                     await pool.putconn(returned.connection)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    async def publish(
-        self,
-        group_id: str,
-        event: BaseModel,
-        priority: int = 0,
-        routing_key: str | None = None,
-    ) -> None:
-        await self._run(self._calls.publish(group_id, event, priority, routing_key))
-
-    async def publish_many(
-        self,
-        items: Iterable[tuple[str, BaseModel]],
-        *,
-        priority: int = 0,
-        routing_key: str | None = None,
-    ) -> None:
-        await self._run(self._calls.publish_many(items, priority, routing_key))
-
-    async def claim(
-        self,
-        worker_id: str,
-        visibility: float,
-        min_priority: int = 0,
-        routing_keys: Iterable[str] | None = None,
-        max_deliveries: int | None = None,
-    ) -> Lease[E] | None:
-        return await self._run(
-            self._calls.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
-        )
-
-    async def ack_and_claim(
-        self,
-        lease: Lease[E],
-        worker_id: str,
-        visibility: float,
-        min_priority: int = 0,
-        routing_keys: Iterable[str] | None = None,
-        max_deliveries: int | None = None,
-    ) -> tuple[bool, Lease[E] | None]:
-        acked, following = await self._run(
-            self._calls.ack_and_claim(
-                lease, worker_id, visibility, min_priority, routing_keys, max_deliveries
-            )
-        )
-        if acked:
-            settlements.report(lease, "acked")
-        return acked, following
-
-    async def claim_many(
-        self,
-        worker_id: str,
-        visibility: float,
-        limit: int,
-        min_priority: int = 0,
-        routing_keys: Iterable[str] | None = None,
-        max_deliveries: int | None = None,
-    ) -> list[Lease[E]]:
-        """Up to ``limit`` leases on the heads of distinct groups, in one transaction: what
-        ``limit`` successive :meth:`claim` calls would return, in the same order."""
-        return await self._run(
-            self._calls.claim_many(
-                worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
-            )
-        )
-
-    async def ack_many(self, leases: Sequence[Lease[E]]) -> list[bool]:
-        """:meth:`ack` every lease in one transaction; for each, whether its ack took."""
-        acked = await self._run(self._calls.ack_many(leases))
-        settlements.report_acks(leases, acked)
-        return acked
-
-    async def ack_many_and_claim_many(
-        self,
-        leases: Sequence[Lease[E]],
-        worker_id: str,
-        visibility: float,
-        limit: int,
-        min_priority: int = 0,
-        routing_keys: Iterable[str] | None = None,
-        max_deliveries: int | None = None,
-    ) -> tuple[list[bool], list[Lease[E]]]:
-        """:meth:`ack_many` ``leases`` and :meth:`claim_many` up to ``limit``, in one
-        transaction."""
-        acked, claimed = await self._run(
-            self._calls.ack_many_and_claim_many(
-                leases, worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
-            )
-        )
-        settlements.report_acks(leases, acked)
-        return acked, claimed
-
-    async def ack(self, lease: Lease[E]) -> bool:
-        acked = await self._run(self._calls.ack(lease))
-        if acked:
-            settlements.report(lease, "acked")
-        return acked
-
-    async def nack(self, lease: Lease[E], delay: float = 0.0) -> bool:
-        nacked = await self._run(self._calls.nack(lease, delay))
-        if nacked:
-            settlements.report(lease, "nacked", delay)
-        return nacked
-
-    async def extend(self, lease: Lease[E], visibility: float) -> bool:
-        return await self._run(self._calls.extend(lease, visibility))
-
-    async def dead_letter(self, lease: Lease[E], reason: str) -> bool:
-        buried = await self._run(self._calls.dead_letter(lease, reason))
-        if buried:
-            settlements.report(lease, "dead_lettered")
-        return buried
-
-    async def stats(self) -> Stats:
-        return await self._run(self._calls.stats())
-
-    async def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
-        return await self._run(self._calls.peek(group_id, limit))
-
-    async def release(self, group_id: str | None = None) -> int:
-        return await self._run(self._calls.release(group_id))
-
-    async def purge(self, group_id: str) -> int:
-        return await self._run(self._calls.purge(group_id))
-
-    async def dead(
-        self, group_id: str | None = None, seqs: Iterable[int] | None = None, limit: int = 100
-    ) -> list[DeadMessage]:
-        return await self._run(self._calls.dead(group_id, seqs, limit))
-
-    async def requeue_dead(
-        self, group_id: str | None = None, seqs: Iterable[int] | None = None
-    ) -> int:
-        return await self._run(self._calls.requeue_dead(group_id, seqs))
-
-    async def purge_dead(
-        self, group_id: str | None = None, seqs: Iterable[int] | None = None
-    ) -> int:
-        return await self._run(self._calls.purge_dead(group_id, seqs))
 
     async def wait_for_messages(self, timeout: float) -> bool:
         """As :meth:`PostgresTransport.wait_for_messages

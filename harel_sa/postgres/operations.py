@@ -68,12 +68,12 @@ def _now(clock: Clock) -> float | None:
     return None if clock is None else clock()
 
 
-def publish(st: Statements, clock: Clock, rows: list[Row]) -> Op[None]:
+def publish(statements: Statements, clock: Clock, rows: list[Row]) -> Op[None]:
     """Append ``(group_id, event_json, priority, routing_key)`` rows, all or none."""
     if len(rows) == 1:
-        return Op(partial(_publish_one, st, clock, rows[0]))
+        return Op(partial(_publish_one, statements, clock, rows[0]))
     several = len({(r[2], r[3]) for r in rows}) > 1
-    return Op(partial(_publish_many, st, clock, rows), begin=WRITE if several else None)
+    return Op(partial(_publish_many, statements, clock, rows), begin=WRITE if several else None)
 
 
 def _publish_one(st: Statements, clock: Clock, row: Row) -> Program[None]:
@@ -106,7 +106,7 @@ def _publish_many(st: Statements, clock: Clock, rows: list[Row]) -> Program[None
         yield Query(st.publish_many, params)
 
 
-def claim(st: Statements, clock: Clock, spec: ClaimSpec) -> Op[Lease[Any] | None]:
+def claim(statements: Statements, clock: Clock, spec: ClaimSpec) -> Op[Lease[Any] | None]:
     """Lease the head of the next group in round-robin order, or return ``None``.
 
     One statement in autocommit. A head that does not decode, or was delivered
@@ -116,7 +116,7 @@ def claim(st: Statements, clock: Clock, spec: ClaimSpec) -> Op[Lease[Any] | None
     """
     if spec.claims_nothing:
         return Op(partial(_returns, None))
-    return Op(partial(_claim, st, clock, spec))
+    return Op(partial(_claim, statements, clock, spec))
 
 
 def _returns(value: T) -> Program[T]:
@@ -126,12 +126,12 @@ def _returns(value: T) -> Program[T]:
 
 
 def ack_and_claim(
-    st: Statements, clock: Clock, lease: Lease[Any], spec: ClaimSpec
+    statements: Statements, clock: Clock, lease: Lease[Any], spec: ClaimSpec
 ) -> Op[tuple[bool, Lease[Any] | None]]:
     """:func:`ack` ``lease`` and :func:`claim` the next message in one transaction."""
     if spec.claims_nothing:  # the ack alone: one statement in autocommit
-        return Op(partial(_acked_alone, st, lease))
-    return Op(partial(_ack_and_claim, st, clock, lease, spec), begin=WRITE)
+        return Op(partial(_acked_alone, statements, lease))
+    return Op(partial(_ack_and_claim, statements, clock, lease, spec), begin=WRITE)
 
 
 def _acked_alone(st: Statements, lease: Lease[Any]) -> Program[tuple[bool, Lease[Any] | None]]:
@@ -146,7 +146,9 @@ def _ack_and_claim(
     return acked, following
 
 
-def claim_many(st: Statements, clock: Clock, spec: ClaimSpec, limit: int) -> Op[list[Lease[Any]]]:
+def claim_many(
+    statements: Statements, clock: Clock, spec: ClaimSpec, limit: int
+) -> Op[list[Lease[Any]]]:
     """Up to ``limit`` leases in one transaction: what ``limit`` successive :func:`claim` calls
     return, in the same order, on distinct groups, each with a token of its own.
 
@@ -156,24 +158,30 @@ def claim_many(st: Statements, clock: Clock, spec: ClaimSpec, limit: int) -> Op[
     that one would have walked anew."""
     if spec.claims_nothing:
         return Op(partial(_returns, []))
-    return Op(partial(_claim_many, st, clock, spec, limit), begin=WRITE)
+    return Op(partial(_claim_many, statements, clock, spec, limit), begin=WRITE)
 
 
-def ack_many(st: Statements, leases: tuple[Lease[Any], ...]) -> Op[list[bool]]:
+def ack_many(statements: Statements, leases: tuple[Lease[Any], ...]) -> Op[list[bool]]:
     """:func:`ack` each lease, all in one transaction; each is fenced on its own. One statement
     for up to :data:`~harel_sa.postgres.statements.BATCH_MAX` leases (then in autocommit)."""
     several = len(leases) > BATCH_MAX
-    return Op(partial(_ack_many, st, leases), begin=WRITE if several else None)
+    return Op(partial(_ack_many, statements, leases), begin=WRITE if several else None)
 
 
 def ack_many_and_claim_many(
-    st: Statements, clock: Clock, leases: tuple[Lease[Any], ...], spec: ClaimSpec, limit: int
+    statements: Statements,
+    clock: Clock,
+    leases: tuple[Lease[Any], ...],
+    spec: ClaimSpec,
+    limit: int,
 ) -> Op[tuple[list[bool], list[Lease[Any]]]]:
     """:func:`ack_many` ``leases``, then :func:`claim_many`, in one transaction."""
     if spec.claims_nothing:  # the acks alone, as ack_many sends them
         several = len(leases) > BATCH_MAX
-        return Op(partial(_acked_many_alone, st, leases), begin=WRITE if several else None)
-    return Op(partial(_ack_many_and_claim_many, st, clock, leases, spec, limit), begin=WRITE)
+        return Op(partial(_acked_many_alone, statements, leases), begin=WRITE if several else None)
+    return Op(
+        partial(_ack_many_and_claim_many, statements, clock, leases, spec, limit), begin=WRITE
+    )
 
 
 def _acked_many_alone(
@@ -347,9 +355,9 @@ def _bury(
     return bool(done.one()[0] == 1)
 
 
-def ack(st: Statements, lease: Lease[Any]) -> Op[bool]:
+def ack(statements: Statements, lease: Lease[Any]) -> Op[bool]:
     """Delete the leased message (and its group once empty); ``False`` if the lease was lost."""
-    return Op(partial(_ack, st, lease))
+    return Op(partial(_ack, statements, lease))
 
 
 def _ack(st: Statements, lease: Lease[Any]) -> Program[bool]:
@@ -363,16 +371,16 @@ def _fenced(statement: Statement, lease: Lease[Any], **more: Any) -> Program[boo
     return done.rowcount == 1
 
 
-def give_back(st: Statements, lease: Lease[Any]) -> Op[bool]:
+def give_back(statements: Statements, lease: Lease[Any]) -> Op[bool]:
     """Undo a claim whose caller never received the lease (its delivery uncounted)."""
-    return Op(partial(_fenced, st.give_back, lease))
+    return Op(partial(_fenced, statements.give_back, lease))
 
 
-def nack(st: Statements, clock: Clock, lease: Lease[Any], delay: float) -> Op[bool]:
+def nack(statements: Statements, clock: Clock, lease: Lease[Any], delay: float) -> Op[bool]:
     """Free the message now (``delay == 0``) or park it, blocking its group, for ``delay``."""
     if delay == 0:
-        return Op(partial(_fenced, st.free, lease))
-    return Op(partial(_park, st, clock, lease, delay))
+        return Op(partial(_fenced, statements.free, lease))
+    return Op(partial(_park, statements, clock, lease, delay))
 
 
 def _park(st: Statements, clock: Clock, lease: Lease[Any], delay: float) -> Program[bool]:
@@ -381,25 +389,25 @@ def _park(st: Statements, clock: Clock, lease: Lease[Any], delay: float) -> Prog
     return bool(done.one()[0] == 1)
 
 
-def extend(st: Statements, clock: Clock, lease: Lease[Any], visibility: float) -> Op[bool]:
+def extend(statements: Statements, clock: Clock, lease: Lease[Any], visibility: float) -> Op[bool]:
     """Move the lease's expiry to now + ``visibility``; ``False`` if the lease was lost."""
-    return Op(partial(_extend, st, clock, lease, visibility))
+    return Op(partial(_extend, statements, clock, lease, visibility))
 
 
 def _extend(st: Statements, clock: Clock, lease: Lease[Any], visibility: float) -> Program[bool]:
     return (yield from _fenced(st.extend, lease, visibility=visibility, now=_now(clock)))
 
 
-def dead_letter(st: Statements, clock: Clock, lease: Lease[Any], reason: str) -> Op[bool]:
+def dead_letter(statements: Statements, clock: Clock, lease: Lease[Any], reason: str) -> Op[bool]:
     """Move the leased message to the dead table; ``False`` if the lease was lost."""
-    return Op(partial(_bury, st, clock, lease.seq, lease.locked_by, reason, 0))
+    return Op(partial(_bury, statements, clock, lease.seq, lease.locked_by, reason, 0))
 
 
 # Operating the queue.
 
 
-def stats(st: Statements, clock: Clock) -> Op[Stats]:
-    return Op(partial(_stats, st, clock), begin=SNAPSHOT, retry_safe=True)
+def stats(statements: Statements, clock: Clock) -> Op[Stats]:
+    return Op(partial(_stats, statements, clock), begin=SNAPSHOT, retry_safe=True)
 
 
 def _stats(st: Statements, clock: Clock) -> Program[Stats]:
@@ -436,8 +444,10 @@ def _age(rows: list[tuple[Any, ...]], now: float) -> float | None:
     return float(now - rows[0][0])
 
 
-def peek(st: Statements, clock: Clock, group_id: str | None, limit: int) -> Op[list[QueuedMessage]]:
-    return Op(partial(_peek, st, clock, group_id, limit), retry_safe=True)
+def peek(
+    statements: Statements, clock: Clock, group_id: str | None, limit: int
+) -> Op[list[QueuedMessage]]:
+    return Op(partial(_peek, statements, clock, group_id, limit), retry_safe=True)
 
 
 def _peek(
@@ -465,8 +475,8 @@ def _state(locked_by: str | None, expiry: float | None, now: float) -> Any:
     return "parked" if locked_by == PARKED else "leased"
 
 
-def release(st: Statements, clock: Clock, group_id: str | None) -> Op[int]:
-    return Op(partial(_release, st, clock, group_id), begin=WRITE)
+def release(statements: Statements, clock: Clock, group_id: str | None) -> Op[int]:
+    return Op(partial(_release, statements, clock, group_id), begin=WRITE)
 
 
 def _release(st: Statements, clock: Clock, group_id: str | None) -> Program[int]:
@@ -478,8 +488,8 @@ def _release(st: Statements, clock: Clock, group_id: str | None) -> Program[int]
     return released
 
 
-def purge(st: Statements, group_id: str) -> Op[int]:
-    return Op(partial(_purge, st, group_id), begin=WRITE)
+def purge(statements: Statements, group_id: str) -> Op[int]:
+    return Op(partial(_purge, statements, group_id), begin=WRITE)
 
 
 def _purge(st: Statements, group_id: str) -> Program[int]:
@@ -492,9 +502,9 @@ def _pick(group_id: str | None, seqs: tuple[int, ...] | None) -> dict[str, Any]:
 
 
 def dead(
-    st: Statements, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
+    statements: Statements, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
 ) -> Op[list[DeadMessage]]:
-    return Op(partial(_dead, st, group_id, seqs, limit), retry_safe=True)
+    return Op(partial(_dead, statements, group_id, seqs, limit), retry_safe=True)
 
 
 def _dead(
@@ -517,9 +527,9 @@ def _dead(
 
 
 def requeue_dead(
-    st: Statements, clock: Clock, group_id: str | None, seqs: tuple[int, ...] | None
+    statements: Statements, clock: Clock, group_id: str | None, seqs: tuple[int, ...] | None
 ) -> Op[int]:
-    return Op(partial(_requeue_dead, st, clock, group_id, seqs), begin=WRITE)
+    return Op(partial(_requeue_dead, statements, clock, group_id, seqs), begin=WRITE)
 
 
 def _requeue_dead(
@@ -532,8 +542,10 @@ def _requeue_dead(
     return moved
 
 
-def purge_dead(st: Statements, group_id: str | None, seqs: tuple[int, ...] | None) -> Op[int]:
-    return Op(partial(_purge_dead, st, group_id, seqs))
+def purge_dead(
+    statements: Statements, group_id: str | None, seqs: tuple[int, ...] | None
+) -> Op[int]:
+    return Op(partial(_purge_dead, statements, group_id, seqs))
 
 
 def _purge_dead(st: Statements, group_id: str | None, seqs: tuple[int, ...] | None) -> Program[int]:

@@ -9,33 +9,32 @@ LOCKED``; no global lock, no advisory lock on the claim path).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar, cast
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
-from pydantic import BaseModel
 
-from harel_sa import settlements, validate
-from harel_sa.calls import Options
+from harel_sa import validate
+from harel_sa.calls import Bound, Calls, Options
 from harel_sa.errors import TransportClosedError
-from harel_sa.events import E, Event, Lease
-from harel_sa.models import DeadMessage, QueuedMessage, Stats
+from harel_sa.events import E, Event
 from harel_sa.postgres import operations as ops
-from harel_sa.postgres.calls import Calls
+from harel_sa.postgres.backend import PostgresBackend
 from harel_sa.postgres.connect import conninfo, display
 from harel_sa.postgres.driver import lost, no_connection, run, translate
 from harel_sa.postgres.listen import Listener
 from harel_sa.postgres.sessions import Session, Sessions
 from harel_sa.postgres.startup import open_schema
 from harel_sa.schema import DEFAULT_PREFIX
+from harel_sa.transports import Transport
 
 T = TypeVar("T")
 
 
-class PostgresTransport(Generic[E]):
+class PostgresTransport(Transport[E]):
     """A durable queue on a PostgreSQL server, with the rules of
     :class:`~harel_sa.SqliteTransport`: FIFO per group, one message in flight per group,
     round-robin across groups (oldest-claimed first, never-claimed in arrival order), a
@@ -72,7 +71,7 @@ class PostgresTransport(Generic[E]):
         pool_size: int = 10,
     ) -> None:
         options = options_of(prefix, clock, busy_timeout, event_type)
-        self._calls = Calls(options, server_clock=clock is None)
+        self._calls = Calls(options, PostgresBackend(server_clock=clock is None), clock)
         self._where = display(url)
         settings = pool_settings(url, options, pool_size)
         self._pool: ConnectionPool[Any] | None = None
@@ -90,10 +89,6 @@ class PostgresTransport(Generic[E]):
         self._pool = pool
         self._sessions: Sessions[psycopg.Connection[Any], psycopg.RawCursor[Any]] = Sessions()
         self._listener = Listener(settings.conninfo, options.names)
-
-    @property
-    def prefix(self) -> str:
-        return self._calls.options.names.prefix
 
     @property
     def database(self) -> str:
@@ -114,7 +109,8 @@ class PostgresTransport(Generic[E]):
                 raise no_connection(exc, pool.get_stats(), self._where, closed=closed) from exc
         return self._sessions.new(conn, psycopg.RawCursor(conn))
 
-    def _run(self, op: ops.Op[T]) -> T:
+    def _run(self, bound: Bound[T]) -> T:
+        op = cast("ops.Op[T]", bound)
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")
@@ -130,162 +126,6 @@ class PostgresTransport(Generic[E]):
                 for returned in self._sessions.keep(session):
                     pool.putconn(returned.connection)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def publish(
-        self,
-        group_id: str,
-        event: BaseModel,
-        priority: int = 0,
-        routing_key: str | None = None,
-    ) -> None:
-        """Append ``event`` to ``group_id``'s queue, durably, once this returns (see
-        :meth:`harel_sa.SqliteTransport.publish`)."""
-        self._run(self._calls.publish(group_id, event, priority, routing_key))
-
-    def publish_many(
-        self,
-        items: Iterable[tuple[str, BaseModel]],
-        *,
-        priority: int = 0,
-        routing_key: str | None = None,
-    ) -> None:
-        """Publish every ``(group_id, event)`` pair in one statement: all or none."""
-        self._run(self._calls.publish_many(items, priority, routing_key))
-
-    def claim(
-        self,
-        worker_id: str,
-        visibility: float,
-        min_priority: int = 0,
-        routing_keys: Iterable[str] | None = None,
-        max_deliveries: int | None = None,
-    ) -> Lease[E] | None:
-        """Lease the next deliverable message for ``visibility`` seconds, or return ``None``
-        (see :meth:`harel_sa.SqliteTransport.claim`)."""
-        return self._run(
-            self._calls.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
-        )
-
-    def ack_and_claim(
-        self,
-        lease: Lease[E],
-        worker_id: str,
-        visibility: float,
-        min_priority: int = 0,
-        routing_keys: Iterable[str] | None = None,
-        max_deliveries: int | None = None,
-    ) -> tuple[bool, Lease[E] | None]:
-        """:meth:`ack` ``lease`` and :meth:`claim` the next message in one transaction."""
-        acked, following = self._run(
-            self._calls.ack_and_claim(
-                lease, worker_id, visibility, min_priority, routing_keys, max_deliveries
-            )
-        )
-        if acked:
-            settlements.report(lease, "acked")
-        return acked, following
-
-    def claim_many(
-        self,
-        worker_id: str,
-        visibility: float,
-        limit: int,
-        min_priority: int = 0,
-        routing_keys: Iterable[str] | None = None,
-        max_deliveries: int | None = None,
-    ) -> list[Lease[E]]:
-        """Up to ``limit`` leases on the heads of distinct groups, in one transaction: what
-        ``limit`` successive :meth:`claim` calls would return, in the same order."""
-        return self._run(
-            self._calls.claim_many(
-                worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
-            )
-        )
-
-    def ack_many(self, leases: Sequence[Lease[E]]) -> list[bool]:
-        """:meth:`ack` every lease in one transaction; for each, whether its ack took."""
-        acked = self._run(self._calls.ack_many(leases))
-        settlements.report_acks(leases, acked)
-        return acked
-
-    def ack_many_and_claim_many(
-        self,
-        leases: Sequence[Lease[E]],
-        worker_id: str,
-        visibility: float,
-        limit: int,
-        min_priority: int = 0,
-        routing_keys: Iterable[str] | None = None,
-        max_deliveries: int | None = None,
-    ) -> tuple[list[bool], list[Lease[E]]]:
-        """:meth:`ack_many` ``leases`` and :meth:`claim_many` up to ``limit``, in one
-        transaction."""
-        acked, claimed = self._run(
-            self._calls.ack_many_and_claim_many(
-                leases, worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
-            )
-        )
-        settlements.report_acks(leases, acked)
-        return acked, claimed
-
-    def ack(self, lease: Lease[E]) -> bool:
-        """Remove the leased message (and its group once empty); ``False`` when the lease was
-        lost."""
-        acked = self._run(self._calls.ack(lease))
-        if acked:
-            settlements.report(lease, "acked")
-        return acked
-
-    def nack(self, lease: Lease[E], delay: float = 0.0) -> bool:
-        """Give the message back: at once (``delay == 0``), or parked for ``delay`` seconds,
-        during which its group stays blocked. ``False`` when the lease was lost."""
-        nacked = self._run(self._calls.nack(lease, delay))
-        if nacked:
-            settlements.report(lease, "nacked", delay)
-        return nacked
-
-    def extend(self, lease: Lease[E], visibility: float) -> bool:
-        """Heartbeat: the lease now ends ``visibility`` seconds from now. ``False`` when lost."""
-        return self._run(self._calls.extend(lease, visibility))
-
-    def dead_letter(self, lease: Lease[E], reason: str) -> bool:
-        """Give up on the leased message: move it to the dead table with ``reason``."""
-        buried = self._run(self._calls.dead_letter(lease, reason))
-        if buried:
-            settlements.report(lease, "dead_lettered")
-        return buried
-
-    def stats(self) -> Stats:
-        """The queue's figures from one snapshot (see :meth:`harel_sa.SqliteTransport.stats`);
-        ``oldest_age`` counts only messages harel_sa published (their ``enqueued_at``)."""
-        return self._run(self._calls.stats())
-
-    def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
-        """The next ``limit`` messages of ``group_id`` (or of the whole queue, oldest first),
-        with their state, without claiming them."""
-        return self._run(self._calls.peek(group_id, limit))
-
-    def release(self, group_id: str | None = None) -> int:
-        """End the park of parked messages (of ``group_id``, or all) now; returns how many."""
-        return self._run(self._calls.release(group_id))
-
-    def purge(self, group_id: str) -> int:
-        """Delete every message of ``group_id``, leased ones included; returns how many."""
-        return self._run(self._calls.purge(group_id))
-
-    def dead(
-        self, group_id: str | None = None, seqs: Iterable[int] | None = None, limit: int = 100
-    ) -> list[DeadMessage]:
-        """Dead messages (of ``group_id``, or with these ``seqs``, or all), oldest first."""
-        return self._run(self._calls.dead(group_id, seqs, limit))
-
-    def requeue_dead(self, group_id: str | None = None, seqs: Iterable[int] | None = None) -> int:
-        """Put dead messages back at the tail of their groups, delivery count reset."""
-        return self._run(self._calls.requeue_dead(group_id, seqs))
-
-    def purge_dead(self, group_id: str | None = None, seqs: Iterable[int] | None = None) -> int:
-        """Delete dead messages (of ``group_id``, or these ``seqs``, or all); returns how many."""
-        return self._run(self._calls.purge_dead(group_id, seqs))
 
     def wait_for_messages(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a message to become claimable: ``True`` once a

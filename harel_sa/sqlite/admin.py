@@ -161,16 +161,18 @@ def dead(
 def requeue_dead(
     conn: sqlite3.Connection,
     statements: Statements,
+    clock: Clock,
     group_id: str | None,
     seqs: tuple[int, ...] | None,
 ) -> int:
     """Put the chosen dead messages back at the tail of their groups, in their old order.
 
-    A group that drained meanwhile comes back with the priority and routing key it had.
+    A group that drained meanwhile comes back with the priority and routing key it had. A
+    message's age counts from now, its return (as from a publish).
     """
     params = _pick(group_id, seqs)
     with immediate_transaction(conn):
-        moved = conn.execute(statements.requeue, params).rowcount
+        moved = conn.execute(statements.requeue, {**params, "now": clock()}).rowcount
         conn.execute(statements.requeue_groups, params)
         conn.execute(statements.delete_dead, params)
         return moved

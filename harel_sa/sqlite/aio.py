@@ -17,21 +17,19 @@ import asyncio
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar, cast
 
 import aiosqlite
-from pydantic import BaseModel
 from sqlalchemy import Engine
 
-from harel_sa import settlements, validate
-from harel_sa.calls import Call, Calls, Options, Synchronous
+from harel_sa import validate
+from harel_sa.calls import Bound, Call, Calls, Options, Synchronous
 from harel_sa.cancels import shielded
 from harel_sa.errors import InvalidArgumentError, TransportClosedError
-from harel_sa.events import E, Event, Lease
-from harel_sa.models import DeadMessage, QueuedMessage, Stats
+from harel_sa.events import E, Event
 from harel_sa.schema import DEFAULT_PREFIX
 from harel_sa.sqlite import startup
 from harel_sa.sqlite.backend import SQLITE
@@ -39,6 +37,7 @@ from harel_sa.sqlite.connection import check_target, display, driver_args, end_u
 from harel_sa.sqlite.driver import storage_errors
 from harel_sa.sqlite.transport import SqliteTransport
 from harel_sa.sqlite.watch import Watch, abandon
+from harel_sa.transports import AsyncTransport
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -106,7 +105,7 @@ class _Driver:
             self.watch.closed()
 
 
-class AsyncSqliteTransport(Generic[E]):
+class AsyncSqliteTransport(AsyncTransport[E]):
     """The async twin of :class:`~harel_sa.SqliteTransport`: same rules, errors and schema.
 
     Open with ``await AsyncSqliteTransport.create(path, clock, ...)``, as the harel engine opens
@@ -150,13 +149,9 @@ class AsyncSqliteTransport(Generic[E]):
         except BaseException:
             await driver.close()
             raise
-        transport = cls(Calls(options, SQLITE), driver)
+        transport = cls(Calls(options, SQLITE, options.clock), driver)
         transport._target = path
         return transport
-
-    @property
-    def prefix(self) -> str:
-        return self._calls.options.names.prefix
 
     @property
     def database(self) -> str:
@@ -190,7 +185,8 @@ class AsyncSqliteTransport(Generic[E]):
             synchronous=o.synchronous,  # type: ignore[arg-type]
         )
 
-    async def _run(self, call: Call[T]) -> T:
+    async def _run(self, bound: Bound[T]) -> T:
+        call = cast("Call[T]", bound)
         driver = self._driver
         if driver is not None:
             driver.watch.before()  # before the lock, which belongs to the parent's loop
@@ -200,158 +196,9 @@ class AsyncSqliteTransport(Generic[E]):
             # The driver's thread finishes what it was handed, cancelled or not.
             driver = self._driver
             return await shielded(
-                driver.run(call), lambda taken: driver.run(self._calls.give_back(taken))
+                driver.run(call),
+                lambda taken: driver.run(cast("Call[bool]", self._calls.give_back(taken))),
             )
-
-    async def publish(
-        self, group_id: str, event: BaseModel, priority: int = 0, routing_key: str | None = None
-    ) -> None:
-        """As :meth:`SqliteTransport.publish <harel_sa.SqliteTransport.publish>`."""
-        await self._run(self._calls.publish(group_id, event, priority, routing_key))
-
-    async def publish_many(
-        self,
-        items: Iterable[tuple[str, BaseModel]],
-        *,
-        priority: int = 0,
-        routing_key: str | None = None,
-    ) -> None:
-        """As :meth:`SqliteTransport.publish_many <harel_sa.SqliteTransport.publish_many>`."""
-        await self._run(self._calls.publish_many(items, priority, routing_key))
-
-    async def claim(
-        self,
-        worker_id: str,
-        visibility: float,
-        min_priority: int = 0,
-        routing_keys: Iterable[str] | None = None,
-        max_deliveries: int | None = None,
-    ) -> Lease[E] | None:
-        """As :meth:`SqliteTransport.claim <harel_sa.SqliteTransport.claim>`."""
-        return await self._run(
-            self._calls.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
-        )
-
-    async def ack_and_claim(
-        self,
-        lease: Lease[E],
-        worker_id: str,
-        visibility: float,
-        min_priority: int = 0,
-        routing_keys: Iterable[str] | None = None,
-        max_deliveries: int | None = None,
-    ) -> tuple[bool, Lease[E] | None]:
-        """As :meth:`SqliteTransport.ack_and_claim <harel_sa.SqliteTransport.ack_and_claim>`."""
-        acked, following = await self._run(
-            self._calls.ack_and_claim(
-                lease, worker_id, visibility, min_priority, routing_keys, max_deliveries
-            )
-        )
-        if acked:
-            settlements.report(lease, "acked")
-        return acked, following
-
-    async def claim_many(
-        self,
-        worker_id: str,
-        visibility: float,
-        limit: int,
-        min_priority: int = 0,
-        routing_keys: Iterable[str] | None = None,
-        max_deliveries: int | None = None,
-    ) -> list[Lease[E]]:
-        """As :meth:`SqliteTransport.claim_many <harel_sa.SqliteTransport.claim_many>`: one
-        thread hop for the whole batch."""
-        return await self._run(
-            self._calls.claim_many(
-                worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
-            )
-        )
-
-    async def ack_many(self, leases: Sequence[Lease[E]]) -> list[bool]:
-        """As :meth:`SqliteTransport.ack_many <harel_sa.SqliteTransport.ack_many>`."""
-        acked = await self._run(self._calls.ack_many(leases))
-        settlements.report_acks(leases, acked)
-        return acked
-
-    async def ack_many_and_claim_many(
-        self,
-        leases: Sequence[Lease[E]],
-        worker_id: str,
-        visibility: float,
-        limit: int,
-        min_priority: int = 0,
-        routing_keys: Iterable[str] | None = None,
-        max_deliveries: int | None = None,
-    ) -> tuple[list[bool], list[Lease[E]]]:
-        """As :meth:`SqliteTransport.ack_many_and_claim_many
-        <harel_sa.SqliteTransport.ack_many_and_claim_many>`."""
-        acked, claimed = await self._run(
-            self._calls.ack_many_and_claim_many(
-                leases, worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
-            )
-        )
-        settlements.report_acks(leases, acked)
-        return acked, claimed
-
-    async def ack(self, lease: Lease[E]) -> bool:
-        """As :meth:`SqliteTransport.ack <harel_sa.SqliteTransport.ack>`."""
-        acked = await self._run(self._calls.ack(lease))
-        if acked:
-            settlements.report(lease, "acked")
-        return acked
-
-    async def nack(self, lease: Lease[E], delay: float = 0.0) -> bool:
-        """As :meth:`SqliteTransport.nack <harel_sa.SqliteTransport.nack>`."""
-        nacked = await self._run(self._calls.nack(lease, delay))
-        if nacked:
-            settlements.report(lease, "nacked", delay)
-        return nacked
-
-    async def extend(self, lease: Lease[E], visibility: float) -> bool:
-        """As :meth:`SqliteTransport.extend <harel_sa.SqliteTransport.extend>`."""
-        return await self._run(self._calls.extend(lease, visibility))
-
-    async def dead_letter(self, lease: Lease[E], reason: str) -> bool:
-        """As :meth:`SqliteTransport.dead_letter <harel_sa.SqliteTransport.dead_letter>`."""
-        buried = await self._run(self._calls.dead_letter(lease, reason))
-        if buried:
-            settlements.report(lease, "dead_lettered")
-        return buried
-
-    async def stats(self) -> Stats:
-        """As :meth:`SqliteTransport.stats <harel_sa.SqliteTransport.stats>`."""
-        return await self._run(self._calls.stats())
-
-    async def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
-        """As :meth:`SqliteTransport.peek <harel_sa.SqliteTransport.peek>`."""
-        return await self._run(self._calls.peek(group_id, limit))
-
-    async def release(self, group_id: str | None = None) -> int:
-        """As :meth:`SqliteTransport.release <harel_sa.SqliteTransport.release>`."""
-        return await self._run(self._calls.release(group_id))
-
-    async def purge(self, group_id: str) -> int:
-        """As :meth:`SqliteTransport.purge <harel_sa.SqliteTransport.purge>`."""
-        return await self._run(self._calls.purge(group_id))
-
-    async def dead(
-        self, group_id: str | None = None, seqs: Iterable[int] | None = None, limit: int = 100
-    ) -> list[DeadMessage]:
-        """As :meth:`SqliteTransport.dead <harel_sa.SqliteTransport.dead>`."""
-        return await self._run(self._calls.dead(group_id, seqs, limit))
-
-    async def requeue_dead(
-        self, group_id: str | None = None, seqs: Iterable[int] | None = None
-    ) -> int:
-        """As :meth:`SqliteTransport.requeue_dead <harel_sa.SqliteTransport.requeue_dead>`."""
-        return await self._run(self._calls.requeue_dead(group_id, seqs))
-
-    async def purge_dead(
-        self, group_id: str | None = None, seqs: Iterable[int] | None = None
-    ) -> int:
-        """As :meth:`SqliteTransport.purge_dead <harel_sa.SqliteTransport.purge_dead>`."""
-        return await self._run(self._calls.purge_dead(group_id, seqs))
 
     async def wait_for_messages(self, timeout: float) -> bool:
         """As :meth:`SqliteTransport.wait_for_messages

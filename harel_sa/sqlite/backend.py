@@ -5,8 +5,20 @@ Both SQLite transports build their :class:`~harel_sa.calls.Calls` on :data:`SQLI
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from harel_sa.calls import Call
 from harel_sa.sqlite import admin, operations
 from harel_sa.sqlite.statements import statements_for
+
+
+def bound(operation: Callable[..., Any]) -> Callable[..., Call[Any]]:
+    """``operation(conn, **arguments)`` as the seam binds it: given the arguments by keyword,
+    it returns the :data:`~harel_sa.calls.Call` that the transport hands its connection."""
+    # partial(partial, op)(**kw) is partial(op, **kw): built in C, no Python frame per call.
+    return partial(partial, operation)
 
 
 class SqliteBackend:
@@ -14,24 +26,24 @@ class SqliteBackend:
     over a sqlite3 connection, with :func:`~harel_sa.sqlite.statements.statements_for`."""
 
     statements = staticmethod(statements_for)
-    publish = staticmethod(operations.publish)
-    claim = staticmethod(operations.claim)
-    ack_and_claim = staticmethod(operations.ack_and_claim)
-    claim_many = staticmethod(operations.claim_many)
-    ack_many = staticmethod(operations.ack_many)
-    ack_many_and_claim_many = staticmethod(operations.ack_many_and_claim_many)
-    ack = staticmethod(operations.ack)
-    give_back = staticmethod(operations.give_back)
-    nack = staticmethod(operations.nack)
-    extend = staticmethod(operations.extend)
-    dead_letter = staticmethod(operations.dead_letter)
-    stats = staticmethod(admin.stats)
-    peek = staticmethod(admin.peek)
-    release = staticmethod(admin.release)
-    purge = staticmethod(admin.purge)
-    dead = staticmethod(admin.dead)
-    requeue_dead = staticmethod(admin.requeue_dead)
-    purge_dead = staticmethod(admin.purge_dead)
+    publish = bound(operations.publish)
+    claim = bound(operations.claim)
+    ack_and_claim = bound(operations.ack_and_claim)
+    claim_many = bound(operations.claim_many)
+    ack_many = bound(operations.ack_many)
+    ack_many_and_claim_many = bound(operations.ack_many_and_claim_many)
+    ack = bound(operations.ack)
+    give_back = bound(operations.give_back)
+    nack = bound(operations.nack)
+    extend = bound(operations.extend)
+    dead_letter = bound(operations.dead_letter)
+    stats = bound(admin.stats)
+    peek = bound(admin.peek)
+    release = bound(admin.release)
+    purge = bound(admin.purge)
+    dead = bound(admin.dead)
+    requeue_dead = bound(admin.requeue_dead)
+    purge_dead = bound(admin.purge_dead)
 
 
 SQLITE = SqliteBackend()

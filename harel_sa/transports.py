@@ -1,0 +1,389 @@
+"""The queue's public methods, written once for every backend: :class:`Transport` for the sync
+transports, :class:`AsyncTransport` for the async ones.
+
+Each method validates and binds its call through :class:`~harel_sa.calls.Calls` (the same
+checks on every backend), runs it with the transport's own ``_run`` (one transaction on the
+dialect's connection), and reports a settle of the running handler's own lease to
+:mod:`~harel_sa.settlements`. A transport adds how it connects, runs, waits and closes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel
+
+from harel_sa import settlements
+from harel_sa.calls import Bound, Calls
+from harel_sa.events import E, Lease
+from harel_sa.models import DeadMessage, QueuedMessage, Stats
+
+T = TypeVar("T")
+
+
+class Transport(Generic[E]):
+    """The queue operations of a sync transport (:class:`~harel_sa.SqliteTransport`,
+    :class:`~harel_sa.PostgresTransport`)."""
+
+    _calls: Calls[E]
+
+    def _run(self, call: Bound[T]) -> T:
+        raise NotImplementedError
+
+    @property
+    def prefix(self) -> str:
+        return self._calls.options.names.prefix
+
+    def publish(
+        self,
+        group_id: str,
+        event: BaseModel,
+        priority: int = 0,
+        routing_key: str | None = None,
+    ) -> None:
+        """Append ``event`` to ``group_id``'s queue, durably, once this returns (any ``str``
+        that UTF-8 holds is a group id, ``""`` included, as the harel engine may send it).
+
+        ``event`` is an instance of the transport's ``event_type``, or of any pydantic model
+        whose JSON reads as one (the harel engine's ``Event``); anything else raises
+        :class:`~harel_sa.InvalidArgumentTypeError` before anything is written.
+
+        The first publish of a group fixes its ``priority`` (0-4) and ``routing_key`` until the
+        group drains; later publishes only add messages.
+        """
+        self._run(self._calls.publish(group_id, event, priority, routing_key))
+
+    def publish_many(
+        self,
+        items: Iterable[tuple[str, BaseModel]],
+        *,
+        priority: int = 0,
+        routing_key: str | None = None,
+    ) -> None:
+        """Publish every ``(group_id, event)`` pair in one transaction: all or none."""
+        self._run(self._calls.publish_many(items, priority, routing_key))
+
+    def claim(
+        self,
+        worker_id: str,
+        visibility: float,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> Lease[E] | None:
+        """Lease the next deliverable message for ``visibility`` seconds, or return ``None``.
+
+        The message is the head of the first group, oldest-claimed first, with nothing in
+        flight, ``priority >= min_priority`` and, if given, a routing key in ``routing_keys``.
+        ``min_priority`` is any int: below 0 it is 0; above 4 no group reaches it (``None``).
+        A row that cannot be decoded, or was delivered ``max_deliveries`` times already, goes to
+        the dead table instead, and the claim moves on.
+        """
+        return self._run(
+            self._calls.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        )
+
+    def ack_and_claim(
+        self,
+        lease: Lease[E],
+        worker_id: str,
+        visibility: float,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> tuple[bool, Lease[E] | None]:
+        """:meth:`ack` ``lease`` and :meth:`claim` the next message in one write transaction.
+
+        Returns whether the ack took (as :meth:`ack`) and the next lease (as :meth:`claim`).
+        """
+        acked, following = self._run(
+            self._calls.ack_and_claim(
+                lease, worker_id, visibility, min_priority, routing_keys, max_deliveries
+            )
+        )
+        if acked:
+            settlements.report(lease, "acked")
+        return acked, following
+
+    def claim_many(
+        self,
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> list[Lease[E]]:
+        """Up to ``limit`` leases on the heads of distinct groups, in one write transaction.
+
+        Exactly the leases that ``limit`` successive :meth:`claim` calls would return at this
+        instant, in the same order (round-robin), with the same rows moved to the dead table on
+        the way; each lease is fenced by a token of its own. Fewer when fewer are deliverable.
+        """
+        return self._run(
+            self._calls.claim_many(
+                worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
+            )
+        )
+
+    def ack_many(self, leases: Sequence[Lease[E]]) -> list[bool]:
+        """:meth:`ack` every lease in one write transaction; for each, whether its ack took
+        (``False``, changing nothing, for a lease that was lost)."""
+        acked = self._run(self._calls.ack_many(leases))
+        settlements.report_acks(leases, acked)
+        return acked
+
+    def ack_many_and_claim_many(
+        self,
+        leases: Sequence[Lease[E]],
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> tuple[list[bool], list[Lease[E]]]:
+        """:meth:`ack_many` ``leases`` and :meth:`claim_many` up to ``limit`` more, in one write
+        transaction: one commit for a whole batch of settled and new messages."""
+        acked, claimed = self._run(
+            self._calls.ack_many_and_claim_many(
+                leases, worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
+            )
+        )
+        settlements.report_acks(leases, acked)
+        return acked, claimed
+
+    def ack(self, lease: Lease[E]) -> bool:
+        """Remove the leased message (and its group once empty).
+
+        Returns ``False``, changing nothing, when the lease was lost (it lapsed and another
+        worker claimed the message).
+        """
+        acked = self._run(self._calls.ack(lease))
+        if acked:
+            settlements.report(lease, "acked")
+        return acked
+
+    def nack(self, lease: Lease[E], delay: float = 0.0) -> bool:
+        """Give the message back: at once (``delay == 0``), or parked for ``delay`` seconds,
+        during which its group stays blocked. ``False`` when the lease was lost."""
+        nacked = self._run(self._calls.nack(lease, delay))
+        if nacked:
+            settlements.report(lease, "nacked", delay)
+        return nacked
+
+    def extend(self, lease: Lease[E], visibility: float) -> bool:
+        """Heartbeat: the lease now ends ``visibility`` seconds from now. ``False`` when lost."""
+        return self._run(self._calls.extend(lease, visibility))
+
+    def dead_letter(self, lease: Lease[E], reason: str) -> bool:
+        """Give up on the leased message: move it to the dead table with ``reason``."""
+        buried = self._run(self._calls.dead_letter(lease, reason))
+        if buried:
+            settlements.report(lease, "dead_lettered")
+        return buried
+
+    def stats(self) -> Stats:
+        """Messages, groups, in flight, parked, dead, the oldest message's age, and the
+        groups and messages by priority and by routing key, from one snapshot.
+
+        A message's age counts from its publish (or its requeue). A row another program wrote
+        has no enqueue time: SQLite dates it by its event's created time, PostgreSQL leaves
+        it out of ``oldest_age``."""
+        return self._run(self._calls.stats())
+
+    def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
+        """The next ``limit`` messages of ``group_id`` (or of the whole queue, oldest first),
+        with their state, without claiming them."""
+        return self._run(self._calls.peek(group_id, limit))
+
+    def release(self, group_id: str | None = None) -> int:
+        """End the park of parked messages (of ``group_id``, or all) now; returns how many."""
+        return self._run(self._calls.release(group_id))
+
+    def purge(self, group_id: str) -> int:
+        """Delete every message of ``group_id``, leased ones included; returns how many.
+
+        A worker holding one of them finds its ``ack`` returns ``False``.
+        """
+        return self._run(self._calls.purge(group_id))
+
+    def dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None, limit: int = 100
+    ) -> list[DeadMessage]:
+        """Dead messages (of ``group_id``, or with these ``seqs``, or all), oldest first."""
+        return self._run(self._calls.dead(group_id, seqs, limit))
+
+    def requeue_dead(self, group_id: str | None = None, seqs: Iterable[int] | None = None) -> int:
+        """Put dead messages (of ``group_id``, or these ``seqs``, or all) back at the tail of
+        their groups, delivery count reset; returns how many."""
+        return self._run(self._calls.requeue_dead(group_id, seqs))
+
+    def purge_dead(self, group_id: str | None = None, seqs: Iterable[int] | None = None) -> int:
+        """Delete dead messages (of ``group_id``, or these ``seqs``, or all); returns how many."""
+        return self._run(self._calls.purge_dead(group_id, seqs))
+
+
+class AsyncTransport(Generic[E]):
+    """The queue operations of an async transport (:class:`~harel_sa.AsyncSqliteTransport`,
+    :class:`~harel_sa.AsyncPostgresTransport`), each awaited."""
+
+    _calls: Calls[E]
+
+    async def _run(self, call: Bound[T]) -> T:
+        raise NotImplementedError
+
+    @property
+    def prefix(self) -> str:
+        return self._calls.options.names.prefix
+
+    async def publish(
+        self, group_id: str, event: BaseModel, priority: int = 0, routing_key: str | None = None
+    ) -> None:
+        """As :meth:`SqliteTransport.publish <harel_sa.SqliteTransport.publish>`."""
+        await self._run(self._calls.publish(group_id, event, priority, routing_key))
+
+    async def publish_many(
+        self,
+        items: Iterable[tuple[str, BaseModel]],
+        *,
+        priority: int = 0,
+        routing_key: str | None = None,
+    ) -> None:
+        """As :meth:`SqliteTransport.publish_many <harel_sa.SqliteTransport.publish_many>`."""
+        await self._run(self._calls.publish_many(items, priority, routing_key))
+
+    async def claim(
+        self,
+        worker_id: str,
+        visibility: float,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> Lease[E] | None:
+        """As :meth:`SqliteTransport.claim <harel_sa.SqliteTransport.claim>`."""
+        return await self._run(
+            self._calls.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+        )
+
+    async def ack_and_claim(
+        self,
+        lease: Lease[E],
+        worker_id: str,
+        visibility: float,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> tuple[bool, Lease[E] | None]:
+        """As :meth:`SqliteTransport.ack_and_claim <harel_sa.SqliteTransport.ack_and_claim>`."""
+        acked, following = await self._run(
+            self._calls.ack_and_claim(
+                lease, worker_id, visibility, min_priority, routing_keys, max_deliveries
+            )
+        )
+        if acked:
+            settlements.report(lease, "acked")
+        return acked, following
+
+    async def claim_many(
+        self,
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> list[Lease[E]]:
+        """As :meth:`SqliteTransport.claim_many <harel_sa.SqliteTransport.claim_many>`: one
+        thread hop for the whole batch."""
+        return await self._run(
+            self._calls.claim_many(
+                worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
+            )
+        )
+
+    async def ack_many(self, leases: Sequence[Lease[E]]) -> list[bool]:
+        """As :meth:`SqliteTransport.ack_many <harel_sa.SqliteTransport.ack_many>`."""
+        acked = await self._run(self._calls.ack_many(leases))
+        settlements.report_acks(leases, acked)
+        return acked
+
+    async def ack_many_and_claim_many(
+        self,
+        leases: Sequence[Lease[E]],
+        worker_id: str,
+        visibility: float,
+        limit: int,
+        min_priority: int = 0,
+        routing_keys: Iterable[str] | None = None,
+        max_deliveries: int | None = None,
+    ) -> tuple[list[bool], list[Lease[E]]]:
+        """As :meth:`SqliteTransport.ack_many_and_claim_many
+        <harel_sa.SqliteTransport.ack_many_and_claim_many>`."""
+        acked, claimed = await self._run(
+            self._calls.ack_many_and_claim_many(
+                leases, worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
+            )
+        )
+        settlements.report_acks(leases, acked)
+        return acked, claimed
+
+    async def ack(self, lease: Lease[E]) -> bool:
+        """As :meth:`SqliteTransport.ack <harel_sa.SqliteTransport.ack>`."""
+        acked = await self._run(self._calls.ack(lease))
+        if acked:
+            settlements.report(lease, "acked")
+        return acked
+
+    async def nack(self, lease: Lease[E], delay: float = 0.0) -> bool:
+        """As :meth:`SqliteTransport.nack <harel_sa.SqliteTransport.nack>`."""
+        nacked = await self._run(self._calls.nack(lease, delay))
+        if nacked:
+            settlements.report(lease, "nacked", delay)
+        return nacked
+
+    async def extend(self, lease: Lease[E], visibility: float) -> bool:
+        """As :meth:`SqliteTransport.extend <harel_sa.SqliteTransport.extend>`."""
+        return await self._run(self._calls.extend(lease, visibility))
+
+    async def dead_letter(self, lease: Lease[E], reason: str) -> bool:
+        """As :meth:`SqliteTransport.dead_letter <harel_sa.SqliteTransport.dead_letter>`."""
+        buried = await self._run(self._calls.dead_letter(lease, reason))
+        if buried:
+            settlements.report(lease, "dead_lettered")
+        return buried
+
+    async def stats(self) -> Stats:
+        """As :meth:`SqliteTransport.stats <harel_sa.SqliteTransport.stats>`."""
+        return await self._run(self._calls.stats())
+
+    async def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
+        """As :meth:`SqliteTransport.peek <harel_sa.SqliteTransport.peek>`."""
+        return await self._run(self._calls.peek(group_id, limit))
+
+    async def release(self, group_id: str | None = None) -> int:
+        """As :meth:`SqliteTransport.release <harel_sa.SqliteTransport.release>`."""
+        return await self._run(self._calls.release(group_id))
+
+    async def purge(self, group_id: str) -> int:
+        """As :meth:`SqliteTransport.purge <harel_sa.SqliteTransport.purge>`."""
+        return await self._run(self._calls.purge(group_id))
+
+    async def dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None, limit: int = 100
+    ) -> list[DeadMessage]:
+        """As :meth:`SqliteTransport.dead <harel_sa.SqliteTransport.dead>`."""
+        return await self._run(self._calls.dead(group_id, seqs, limit))
+
+    async def requeue_dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None
+    ) -> int:
+        """As :meth:`SqliteTransport.requeue_dead <harel_sa.SqliteTransport.requeue_dead>`."""
+        return await self._run(self._calls.requeue_dead(group_id, seqs))
+
+    async def purge_dead(
+        self, group_id: str | None = None, seqs: Iterable[int] | None = None
+    ) -> int:
+        """As :meth:`SqliteTransport.purge_dead <harel_sa.SqliteTransport.purge_dead>`."""
+        return await self._run(self._calls.purge_dead(group_id, seqs))
