@@ -583,6 +583,9 @@ def _race(server: Server) -> dict[str, bool]:
             "baseline ack (drops the group only if its row is unchanged)": (
                 pg_baseline.race_strands(url, pg_baseline.ACK)
             ),
+            "baseline batch's ack (the same rule, set-based)": pg_baseline.race_strands(
+                url, pg_baseline.ack_many_sql(1), batched=True
+            ),
             "first draft's ack (locks the group row, then tests)": (
                 pg_baseline.race_strands(url, pg_baseline.ACK_LOCK_THEN_CHECK)
             ),
