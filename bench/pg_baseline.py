@@ -30,10 +30,20 @@ Two variants, for like-for-like comparisons with harel_sa's ``PostgresTransport`
 - ``Baseline(url, notify=True)`` publishes with harel_sa's ``pg_notify`` on the queue's
   channel in the same statement (its idle workers ``LISTEN``; the design requires it), spelled
   as harel_sa spells it: a one-row ``FROM`` item, one notification per statement.
-- ``claim_many`` and ``ack_many_and_claim_many``: the same claim and ack statements, several
-  in one transaction (``BEGIN`` ... ``COMMIT`` sent as statements on the autocommit
-  connection): one commit per batch, one round trip per message (harel_sa's batches are
-  set-based: one statement for a batch's claims, one for its acks).
+- ``claim_many`` and ``ack_many_and_claim_many``: the batch, set-based, with the same rules.
+  :func:`claim_many_sql` is the claim's walk going on past the first group, up to a literal
+  LIMIT (one statement leases up to that many groups' heads, each with a token of its own:
+  the batch's token and the lease's rank in the rotation), each group touched; rows come
+  back in rotation order. :func:`ack_many_sql` is the acks of a batch in one statement: a
+  ``VALUES`` list of ``(seq, token)`` (scalar parameters), deleting the messages the leases
+  still hold; the groups left empty are locked in ``group_id`` order (two batches never wait
+  on each other in a cycle) and each is dropped only if its row is the version the
+  statement's snapshot saw (``xmin``, read by a plain select: a lock reads the newest row),
+  the single ack's rule, so a racing publish is never stranded. ``ack_many_and_claim_many``
+  sends ``BEGIN``, the acks, the claim, ``COMMIT``: one commit per batch, four round trips;
+  a ``claim_many`` alone is one statement in autocommit. Each statement is built once per
+  batch size and prepared, like the single ones. Written here, not imported from harel_sa:
+  it is the independent reference for harel_sa's batches.
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ import itertools
 import threading
 import time
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import psycopg
@@ -162,6 +173,66 @@ WHERE seq = $1 AND locked_by = $2"""
 EMPTY = f"SELECT NOT EXISTS (SELECT 1 FROM {MESSAGES})"
 
 
+@cache
+def claim_many_sql(size: int) -> str:
+    """Lease up to ``size`` groups' heads in one statement. $1 now, $2 the batch's token (a
+    lease's is ``$2:<rank>``), $3 lease expiry, $4 priority floor. Returns seq, group_id,
+    event and token of each lease, in rotation order. LIMIT is a literal, as in :data:`CLAIM`."""
+    return f"""WITH pick AS (
+  SELECT g.group_id, m.seq, g.last_claimed_at, g.arrival
+  FROM {GROUPS} g
+  CROSS JOIN LATERAL (SELECT h.seq FROM {MESSAGES} h WHERE h.group_id = g.group_id
+                      ORDER BY h.seq LIMIT 1) head
+  JOIN {MESSAGES} m ON m.seq = head.seq
+  WHERE g.priority >= $4 AND (m.locked_by IS NULL OR m.lock_expiry < $1)
+  ORDER BY g.last_claimed_at, g.arrival
+  LIMIT {int(size)}
+  FOR UPDATE OF g, m SKIP LOCKED
+), ranked AS (
+  SELECT pick.*, row_number() OVER (ORDER BY pick.last_claimed_at, pick.arrival) AS k FROM pick
+), lease AS (
+  UPDATE {MESSAGES} m SET locked_by = $2 || ':' || r.k, lock_expiry = $3,
+    deliveries = m.deliveries + 1
+  FROM ranked r WHERE m.seq = r.seq
+  RETURNING m.seq, m.event, m.locked_by
+), touch AS (
+  UPDATE {GROUPS} g SET last_claimed_at = $1 FROM ranked r WHERE g.group_id = r.group_id
+)
+SELECT l.seq, r.group_id, l.event, l.locked_by FROM lease l JOIN ranked r ON r.seq = l.seq
+ORDER BY r.k"""
+
+
+CLAIM_MANY_TYPES = ("double precision", "text", "double precision", "integer")
+
+
+@cache
+def ack_many_sql(size: int) -> str:
+    """Ack ``size`` leases in one statement: $1, $2 the first lease's seq and token, $3, $4 the
+    second's, and so on. Returns the seq and token of each message deleted (its lease still
+    held it)."""
+    keys = ", ".join(
+        f"(${2 * i + 1}::bigint, ${2 * i + 2}::text)" if i == 0 else f"(${2 * i + 1}, ${2 * i + 2})"
+        for i in range(size)
+    )
+    return f"""WITH keys (seq, token) AS (VALUES {keys}
+), acked AS (
+  DELETE FROM {MESSAGES} m USING keys k WHERE m.seq = k.seq AND m.locked_by = k.token
+  RETURNING m.seq, m.locked_by, m.group_id
+), emptied AS (
+  SELECT g.group_id FROM {GROUPS} g
+  WHERE g.group_id IN (SELECT group_id FROM acked)
+    AND NOT EXISTS (SELECT 1 FROM {MESSAGES} x WHERE x.group_id = g.group_id
+                    AND x.seq NOT IN (SELECT seq FROM acked))
+  ORDER BY g.group_id
+  FOR UPDATE OF g
+), seen AS (
+  SELECT g.group_id, g.xmin AS version FROM {GROUPS} g JOIN emptied e USING (group_id)
+), dropped AS (
+  DELETE FROM {GROUPS} g USING seen s WHERE g.group_id = s.group_id AND g.xmin = s.version
+)
+SELECT seq, locked_by FROM acked"""
+
+
 @dataclass(frozen=True, slots=True)
 class Lease:
     seq: int
@@ -213,8 +284,8 @@ class Baseline:
     def claim_many(
         self, worker_id: str, visibility: float, limit: int, min_priority: int = 0
     ) -> list[Lease]:
-        """Up to ``limit`` claims in one transaction (each sees the leases taken before it)."""
-        return self.ack_many_and_claim_many([], worker_id, visibility, limit, min_priority)[1]
+        """Up to ``limit`` leases on distinct groups: one statement, in autocommit."""
+        return self._claim_many(worker_id, visibility, limit, min_priority)
 
     def ack_many_and_claim_many(
         self,
@@ -224,25 +295,36 @@ class Baseline:
         limit: int,
         min_priority: int = 0,
     ) -> tuple[list[bool], list[Lease]]:
-        """Ack ``leases`` (in group_id order, as harel_sa locks them), then claim up to
-        ``limit``, in one transaction: for each lease whether its ack took, and the leases."""
+        """Ack ``leases`` (one statement), then claim up to ``limit`` (one statement), in one
+        transaction: for each lease whether its ack took, and the new leases."""
+        if not leases:
+            return [], self._claim_many(worker_id, visibility, limit, min_priority)
         self.cur.execute("BEGIN")
         try:
-            acked: dict[int, bool] = {}
-            for i in sorted(range(len(leases)), key=lambda i: leases[i].group_id):
-                acked[i] = self.ack(leases[i])
-            claimed: list[Lease] = []
-            while len(claimed) < limit:
-                lease = self.claim(worker_id, visibility, min_priority)
-                if lease is None:
-                    break
-                claimed.append(lease)
+            keys: list[Any] = []
+            for lease in leases:
+                keys += (lease.seq, lease.token)
+            self.cur.execute(ack_many_sql(len(leases)), keys, prepare=True)
+            deleted = {(row[0], row[1]) for row in self.cur.fetchall()}
+            claimed = self._claim_many(worker_id, visibility, limit, min_priority)
         except BaseException:
             if not self.conn.closed and not self.conn.broken:
                 self.cur.execute("ROLLBACK")
             raise
         self.cur.execute("COMMIT")
-        return [acked[i] for i in range(len(leases))], claimed
+        return [(lease.seq, lease.token) in deleted for lease in leases], claimed
+
+    def _claim_many(
+        self, worker_id: str, visibility: float, limit: int, min_priority: int
+    ) -> list[Lease]:
+        now = time.time()
+        token = f"{worker_id}:{self._tag}:{next(self._tokens)}"
+        args = (now, token, now + visibility, min_priority)
+        self.cur.execute(claim_many_sql(limit), args, prepare=True)
+        return [
+            Lease(seq, group_id, Event.model_validate_json(event), locked_by)
+            for seq, group_id, event, locked_by in self.cur.fetchall()
+        ]
 
     def nack(self, lease: Lease, delay: float = 0.0) -> None:
         until = time.time() + delay if delay > 0 else None
@@ -257,13 +339,14 @@ class Baseline:
         self.conn.close()
 
 
-def race_strands(url: str, ack: str = ACK) -> bool:
+def race_strands(url: str, ack: str = ACK, *, batched: bool = False) -> bool:
     """Whether a publish racing the ack that drains its group loses its message.
 
     A group holds one message, leased. A publish into that group runs in a transaction left
     open (its upsert holds the group row's lock); the ack of the leased message starts, waits
     for that lock, and finishes once the publish commits. Stranded: the new message is there
     and its group row is not (no claim can reach it). Needs the schema, and an empty queue.
+    ``batched``: ``ack`` is a batch's (:func:`ack_many_sql`), given the one lease.
     """
     setup, publisher = Baseline(url), Baseline(url)
     publisher.conn.autocommit = False
@@ -273,17 +356,17 @@ def race_strands(url: str, ack: str = ACK) -> bool:
         assert lease is not None
         publisher.publish("race", Event(kind="race.second"))  # not committed yet
         done: list[Any] = []
+        args = (lease.seq, lease.token) if batched else (lease.group_id, lease.seq, lease.token)
+        took = (lease.seq, lease.token) if batched else (1,)
         acker = threading.Thread(
-            target=lambda: done.append(
-                setup.cur.execute(ack, (lease.group_id, lease.seq, lease.token)).fetchone()
-            )
+            target=lambda: done.append(setup.cur.execute(ack, args).fetchone())
         )
         acker.start()
         acker.join(0.3)
         waited = acker.is_alive()
         publisher.conn.commit()
         acker.join()
-        assert waited and done == [(1,)], "the ack did not wait for the publish, or failed"
+        assert waited and done == [took], "the ack did not wait for the publish, or failed"
         setup.cur.execute(
             f"SELECT (SELECT count(*) FROM {MESSAGES}), (SELECT count(*) FROM {GROUPS})"
         )

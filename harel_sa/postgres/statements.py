@@ -323,10 +323,13 @@ class Statements:
 
         Its cost stays flat in the backlog: the walk of the groups is an index walk in
         round-robin order that stops at the first group it can lease; a floor walks its own
-        partial index (``groups_by_floor<n>``), never the groups below it. With routing keys,
-        each key is a lane of its own on ``groups_by_routing_key`` (its first leasable group,
-        locked), and the lanes' winners are compared; the losers' row locks last as long as
-        the claim's transaction, so other claimers skip those groups meanwhile.
+        partial index (``groups_by_floor<n>``), never the groups below it. Nor in a group's
+        depth: the head and the seqs after it come from one index-only scan of the group,
+        the rows they name are read by their keys, and the group to touch by its own, so no
+        plan turns on how few groups hold the messages. With routing keys, each key is a
+        lane of its own on ``groups_by_routing_key`` (its first leasable group, locked), and
+        the lanes' winners are compared; the losers' row locks last as long as the claim's
+        transaction, so other claimers skip those groups meanwhile.
         """
         try:  # a dict, not an lru_cache: that would hash the Names on every claim
             return self._claims[min_priority, keys]
@@ -339,11 +342,11 @@ class Statements:
 
 def _eligible(m: str, now: str, *more: str | None) -> str:
     # The head is free, and so are the next LOOKAHEAD rows: only a head is ever leased, a
-    # lease below it means another program inserted rows below a leased head.
-    ahead = (
-        f"SELECT x.locked_by, x.lock_expiry FROM {m} x WHERE x.group_id = g.group_id "
-        f"AND x.seq > m.seq ORDER BY x.seq LIMIT {LOOKAHEAD}"
-    )
+    # lease below it means another program inserted rows below a leased head. The next rows'
+    # seqs come from the head's own scan of the group (``head.next<i>``, see _pick), and each
+    # row is read by its key.
+    nexts = ", ".join(f"head.next{i}" for i in range(1, LOOKAHEAD + 1))
+    ahead = f"SELECT x.locked_by, x.lock_expiry FROM {m} x WHERE x.seq IN ({nexts})"
     where = [
         "NOT " + live_lease("m", now),
         f"NOT EXISTS (SELECT 1 FROM ({ahead}) n WHERE {live_lease('n', now)})",
@@ -361,10 +364,20 @@ def _pick(names: Names, now: str, where: str, size: int = 1, more: str = "") -> 
     their heads; both rows locked. LIMIT is a literal: with a parameter the cached generic
     plan gives up the index walk."""
     m, g = names.messages, names.groups
+    # The head and the seqs of the LOOKAHEAD messages after it, from one index-only scan of
+    # the group on (group_id, seq): the next entries are on the page the head's lookup read
+    # anyway. The group is spelled as a range and the order as the index's, so that only this
+    # index returns its rows in order: with "group_id = ..." the order by group_id is implied,
+    # and with few groups (deep ones) the planner walked the primary key instead, filtering
+    # by group, through every row up to the group's (or, for the next ones, to the end).
+    order = "ORDER BY h.group_id, h.seq"
+    nexts = "".join(
+        f", lead(h.seq, {i}) OVER ({order}) AS next{i}" for i in range(1, LOOKAHEAD + 1)
+    )
     return (
         f"SELECT g.group_id, m.seq, g.last_claimed_at AS before, g.arrival{more} "
-        f"FROM {g} g CROSS JOIN LATERAL (SELECT h.seq FROM {m} h "
-        "WHERE h.group_id = g.group_id ORDER BY h.seq LIMIT 1) head "
+        f"FROM {g} g CROSS JOIN LATERAL (SELECT h.seq{nexts} FROM {m} h "
+        f"WHERE h.group_id >= g.group_id AND h.group_id <= g.group_id {order} LIMIT 1) head "
         f"JOIN {m} m ON m.seq = head.seq WHERE {where} "
         f"ORDER BY g.last_claimed_at, g.arrival LIMIT {int(size)} FOR UPDATE OF g, m SKIP LOCKED"
     )
@@ -405,8 +418,9 @@ def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
         f"lease AS (UPDATE {m} m SET locked_by = %(locked_by)s, "
         f"lock_expiry = {now} + %(visibility)s, deliveries = m.deliveries + 1 "
         "FROM pick WHERE m.seq = pick.seq RETURNING m.seq, m.group_id, m.event, m.deliveries), "
-        f"touch AS (UPDATE {g} g SET last_claimed_at = {now} FROM pick "
-        "WHERE g.group_id = pick.group_id) "
+        # The one group by its key: a join with pick was hashed over a small groups table.
+        f"touch AS (UPDATE {g} g SET last_claimed_at = {now} "
+        "WHERE g.group_id = (SELECT pick.group_id FROM pick)) "
         "SELECT l.seq, l.group_id, l.event, l.deliveries, pick.before "
         "FROM lease l JOIN pick ON pick.seq = l.seq"
     )

@@ -214,3 +214,34 @@ def test_batched_claims_with_a_floor_or_keys_walk_their_own_index_past_the_backl
     for sort in (n for n in every if "Sort" in n["Node Type"]):
         assert not any(on_groups(n) for n in fed(sort)), shown
     assert not any(n["Node Type"] == "Seq Scan" and on_groups(n) for n in every), shown
+
+
+def test_the_claim_reads_a_group_by_its_key_behind_deep_groups(pg_url: str) -> None:
+    """Few groups, deep ones, not vacuumed: the planner once read a group's rows by walking the
+    primary key and filtering by group, so the claim of a group of one message published
+    before 10 deep ones read every row after it (20,000 here). The head and the next seqs
+    come from the group's own index, each row by its key; the group to touch is found by its
+    key too, never by a hash over the groups."""
+    with PostgresTransport(pg_url) as q:
+        q.publish("lone", Event(kind="m"))
+        q.publish_many([(f"g{i % 10}", Event(kind="m")) for i in range(20_000)])
+    params = {"locked_by": "w#1", "visibility": 30.0, "min_priority": 0, "keys": []}
+    single = statements_for(NAMES, True).claim(0, 0)
+    batch = statements_for(NAMES, True).claim_many(0, 0, SIZE)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+        for claim, more in [(single, {}), (batch, batch_params(0, []))]:
+            plan = generic_plan(conn, claim, {**params, **more})
+            shown = json.dumps(plan, indent=1)[:6000]
+            on_messages = [
+                n
+                for n in nodes(plan)
+                if n.get("Relation Name") == NAMES.messages and "Scan" in n["Node Type"]
+            ]
+            assert on_messages, shown
+            assert not any(n["Node Type"] == "Seq Scan" for n in on_messages), shown
+            # Per group, each scan of the messages reads the head and the next row at most.
+            read = [n["Actual Rows"] + n.get("Rows Removed by Filter", 0) for n in on_messages]
+            assert max(read) <= 2, (read, shown)
+            if claim is single:
+                assert not any(n["Node Type"] == "Hash" for n in nodes(plan)), shown
