@@ -154,8 +154,7 @@ class Fleet:
         slot = self.rng.choice(unplanned)
         role = "producer" if slot < PRODUCERS else "worker"
         phase = PHASES[self.phases[slot]]
-        if self.procs[slot].is_alive():
-            os.kill(self.procs[slot].pid, signal.SIGKILL)
+        if self.procs[slot].is_alive() and sigkill(self.procs[slot].pid):
             self.external_kills[f"{role} {phase}"] += 1
 
     def wait_for_planned(self, timeout: float) -> None:
@@ -169,8 +168,18 @@ class Fleet:
     def kill_all(self) -> None:
         for slot, proc in list(self.procs.items()):
             if proc.is_alive():
-                os.kill(proc.pid, signal.SIGKILL)
+                sigkill(proc.pid)
             self._reaped(slot)
+
+
+def sigkill(pid: int) -> bool:
+    """SIGKILL ``pid``; ``False`` if it was gone already (it may end itself at a planned point
+    between a look at it and the kill)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def kept_a_slow_lease(logs: Path) -> bool:
