@@ -10,7 +10,8 @@ dialect's connection), and reports a settle of the running handler's own lease t
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Generic, TypeVar
+from types import TracebackType
+from typing import Generic, Self, TypeVar
 
 from pydantic import BaseModel
 
@@ -30,6 +31,20 @@ class Transport(Generic[E]):
 
     def _run(self, call: Bound[T]) -> T:
         raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     @property
     def prefix(self) -> str:
@@ -233,6 +248,20 @@ class AsyncTransport(Generic[E]):
 
     async def _run(self, call: Bound[T]) -> T:
         raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
 
     @property
     def prefix(self) -> str:

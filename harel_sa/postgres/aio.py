@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, TypeVar, cast
 
 import psycopg
@@ -164,14 +163,3 @@ class AsyncPostgresTransport(AsyncTransport[E]):
             for returned in self._sessions.close():
                 await pool.putconn(returned.connection)
             await pool.close()
-
-    async def __aenter__(self) -> AsyncPostgresTransport[E]:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, TypeVar, cast
 
 import psycopg
@@ -149,17 +148,6 @@ class PostgresTransport(Transport[E]):
             for returned in self._sessions.close():
                 pool.putconn(returned.connection)
             pool.close()
-
-    def __enter__(self) -> PostgresTransport[E]:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def options_of(

@@ -19,7 +19,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar, cast
 
 import aiosqlite
@@ -217,17 +216,6 @@ class AsyncSqliteTransport(AsyncTransport[E]):
             driver, self._driver = self._driver, None
         if driver is not None:
             await driver.close()
-
-    async def __aenter__(self) -> AsyncSqliteTransport[E]:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 async def in_thread(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import TypeVar, cast
 
 from harel_sa import validate
@@ -99,14 +98,3 @@ class SqliteTransport(Transport[E]):
             db, self._db = self._db, None
         if db is not None:
             db.close()
-
-    def __enter__(self) -> SqliteTransport[E]:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
