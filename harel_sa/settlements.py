@@ -1,6 +1,6 @@
 """How a worker learns that its handler settled its own lease (acked, nacked, dead-lettered).
 
-While a worker runs a handler it sets a watcher in a context variable (:func:`watching`); the
+While a worker runs a handler it sets a watcher in a context variable (:data:`watch`); the
 transports :func:`report` every ``ack``, ``nack`` and ``dead_letter`` that took. The context
 is the handler's own thread (``Worker``) or task (``AsyncWorker``, and tasks the handler
 starts, which copy it), so nothing else is ever reported to that worker. Outside a handler
@@ -10,7 +10,7 @@ the cost is one context-variable lookup per settle.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, Literal
 
 from harel_sa.events import Lease
@@ -37,10 +37,17 @@ def report_acks(leases: Iterable[Lease[Any]], acked: Iterable[bool]) -> None:
             report(lease, "acked")
 
 
-class watching:  # lower case: it reads as a function, ``with watching(watcher):``
-    """Report the settles made in this context (and in tasks started from it) to ``watcher``.
+#: Report the settles made in this context (and in tasks started from it) to a watcher:
+#: ``token = watch(watcher)``, and ``unwatch(token)`` in a ``finally``. The context variable's
+#: own methods, not a context manager: a worker watches once per handler, and a context
+#: manager's three Python calls cost more than the handler of a quick message.
+watch: Callable[[Watcher | None], Token[Watcher | None]] = _watcher.set
+unwatch: Callable[[Token[Watcher | None]], None] = _watcher.reset
 
-    A class, not a generator-based context manager: a worker enters one per handler."""
+
+class watching:  # lower case: it reads as a function, ``with watching(watcher):``
+    """:data:`watch` and :data:`unwatch` as a context manager, for callers other than the
+    worker's hot path."""
 
     __slots__ = ("_token", "_watcher")
 
@@ -48,7 +55,7 @@ class watching:  # lower case: it reads as a function, ``with watching(watcher):
         self._watcher = watcher
 
     def __enter__(self) -> None:
-        self._token = _watcher.set(self._watcher)
+        self._token = watch(self._watcher)
 
     def __exit__(self, *exc: object) -> None:
-        _watcher.reset(self._token)
+        unwatch(self._token)

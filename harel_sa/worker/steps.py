@@ -101,23 +101,27 @@ class Handle:
     outcome: Outcome = RETURNED
 
     def sync(self, d: SyncDriver) -> None:
-        with settlements.watching(self.watcher):
-            try:
-                d.handler(self.lease)
-            except BaseException as error:
-                self.outcome = outcome_of(error)
+        token = settlements.watch(self.watcher)
+        try:
+            d.handler(self.lease)
+        except BaseException as error:
+            self.outcome = outcome_of(error)
+        finally:
+            settlements.unwatch(token)
 
     async def aio(self, d: AsyncDriver) -> None:
-        with settlements.watching(self.watcher):
-            try:
-                await d.handler(self.lease)
-            except asyncio.CancelledError as error:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():  # the worker cancels: let it
-                    raise
-                self.outcome = outcome_of(error)  # the handler's own business: a failure
-            except BaseException as error:
-                self.outcome = outcome_of(error)
+        token = settlements.watch(self.watcher)
+        try:
+            await d.handler(self.lease)
+        except asyncio.CancelledError as error:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the worker cancels: let it
+                raise
+            self.outcome = outcome_of(error)  # the handler's own business: a failure
+        except BaseException as error:
+            self.outcome = outcome_of(error)
+        finally:
+            settlements.unwatch(token)
 
 
 @dataclass(slots=True)
