@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from harel_sa.errors import BusyError, HarelSAError
 from harel_sa.events import Lease
-from harel_sa.worker.operations import Ack, Batch, Operation, Sent
+from harel_sa.worker.operations import Batch, Operation, Sent
+from harel_sa.worker.outcomes import Outcome, Returned
 
 if TYPE_CHECKING:
     from harel_sa.worker.run import Run
@@ -90,6 +91,7 @@ class Batches:
                 return None  # what is in the tray stays held (the batcher drops it)
             if self._tray:
                 lease = self._tray.popleft()
+                self.run.in_handlers += 1  # from now on the lease is its handler's
                 wake = self._wake_one()
             elif not self.open:
                 return None
@@ -100,32 +102,49 @@ class Batches:
             self.run.on_wake(1)
         return lease
 
-    def gather(self, op: Operation) -> bool:
-        """A slot's handler returned: its ack joins the next batch and the slot is free
-        (``True``); ``False`` for anything but an ack, or once the batcher is done (the slot
-        then sends it itself, and calls :meth:`settled` after)."""
-        if not isinstance(op, Ack):
-            return False
+    def handled(
+        self, lease: Lease[Any], outcome: Outcome, seconds: float
+    ) -> Batch | Operation | None:
+        """The handler of ``lease`` (taken from the tray) ended with ``outcome`` after
+        ``seconds``; decided as :meth:`Run.plan <harel_sa.worker.run.Run.plan>` decides, in
+        one section under the lock for a returned handler: its ack joins the next batch and
+        the slot is free. When that makes the gathered acks due and no other batch is on its
+        way, the slot sends them itself (the :class:`Batch` returned, with the claim for the
+        free slots), so a batch of quick handlers goes out without waking the batcher. An
+        :class:`Operation` (a nack, a dead letter, an ack once the batcher is done) the slot
+        sends itself, then calls :meth:`settled`. ``None``: nothing for the slot to do."""
+        run = self.run
+        batch = None
         with self._lock:
-            if not self.open:
-                return False
-            self._acks.append(op.lease)
-            self._out -= 1
-            if self._first_at is not None:
-                return True
-            now = self._first_at = time.monotonic()
-            # The batcher times ``ack_wait`` from the first ack; a batch due now is sent by
-            # this slot itself (:meth:`ready`), or after the batch being sent.
-            ring = not self._due(now)
+            own = run.leave(lease)
+            gathered = own is None and self.open and isinstance(outcome, Returned)
+            if gathered:
+                self._acks.append(lease)
+                self._out -= 1
+                now = time.monotonic()
+                first = self._first_at is None
+                if first:
+                    self._first_at = now
+                due = self._due(now)
+                # The batcher times ``ack_wait`` from the first ack; a batch due is sent by
+                # this slot, or by the sender of the batch on its way, after it.
+                ring = first and not due
+                if due and not self._sending:
+                    batch = self._next_batch(now)
+        run.handler_took(seconds)
+        if not gathered:
+            op = run.decide(lease, outcome, own)
+            if op is None:  # the handler settled its lease itself: the slot is free
+                self.settled()
+            return op
         if ring:
-            self.run.on_ring()
-        return True
+            run.on_ring()
+        return batch
 
     def ready(self) -> Batch | None:
-        """The gathered acks when they are due and no other batch is being sent: the slot
-        that gathered last sends them itself (with the claim for the free slots), so a batch
-        of quick handlers goes out without waking the batcher. ``None``: nothing is due, or
-        another batch is on its way (its sender looks again after it)."""
+        """The gathered acks when they are due and no other batch is being sent: the sender
+        of a batch looks again after it (acks gathered meanwhile may be due). ``None``:
+        nothing is due, or another batch is on its way (its sender looks again after it)."""
         with self._lock:
             if self._sending or not self._acks or not self._due(time.monotonic()):
                 return None

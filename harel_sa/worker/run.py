@@ -24,8 +24,10 @@ from harel_sa.events import Lease
 from harel_sa.settlements import How
 from harel_sa.worker.batches import Batches
 from harel_sa.worker.control import DeadLetter, Retry
+from harel_sa.worker.observe import Observer
 from harel_sa.worker.operations import Ack, Bury, Done, Nack, Operation
 from harel_sa.worker.options import WorkerOptions
+from harel_sa.worker.outcomes import Interrupted, Outcome, Returned
 
 log = logging.getLogger("harel_sa.worker")
 
@@ -56,35 +58,6 @@ class WorkerStats:
     released: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Returned:
-    """The handler returned."""
-
-
-@dataclass(frozen=True, slots=True)
-class Raised:
-    """The handler raised ``error`` (an ``Exception``: retry, or what it asks for)."""
-
-    error: Exception
-
-
-@dataclass(frozen=True, slots=True)
-class Interrupted:
-    """The handler raised a ``BaseException`` that must end the run (``KeyboardInterrupt``,
-    ``SystemExit``): its lease is released, and ``run()`` re-raises it once the run is over."""
-
-    error: BaseException
-
-
-Outcome = Returned | Raised | Interrupted
-RETURNED = Returned()
-
-
-def outcome_of(error: BaseException) -> Outcome:
-    """What a handler's exception means for its message."""
-    return Raised(error) if isinstance(error, Exception) else Interrupted(error)
-
-
 def _fields(lease: Lease[Any]) -> dict[str, object]:
     """Structured fields of a log line about ``lease`` (shown by ``--log-format json``)."""
     return {"group_id": lease.group_id, "seq": lease.seq, "deliveries": lease.deliveries}
@@ -104,14 +77,18 @@ class Run:
         ):
             raise InvalidArgumentError(f"max_messages must be >= 1, not {max_messages!r}")
         self.options = options
-        self._observer = options.observer
+        self._observer = observer = options.observer
+        # A method the observer leaves as :class:`Observer`'s does nothing: not called per
+        # message (a batch's quick handlers would spend more on it than on themselves).
+        self._counting = _overrides(observer, "count")
+        self._timing = _overrides(observer, "handler_duration")
         self._lock = threading.RLock()  # RLock: a signal handler may stop mid-section
         self._budget = max_messages
         self._until_empty = until_empty
         # Keyed by lease token: unique in this process (``events.tokens``), cheaper than
         # ``locked_by``.
         self._held: dict[str, Lease[Any]] = {}
-        self._in_handlers = 0
+        self.in_handlers = 0  # leases handed to a handler and not back (under the lock)
         self._by_handler: dict[str, tuple[How, float]] = {}  # settled by their own handler
         self._lost: set[str] = set()
         self._counts = {f.name: 0 for f in fields(WorkerStats)}
@@ -195,7 +172,7 @@ class Run:
         with self._lock:
             if self._settle_by is None:
                 self._settle_by = time.monotonic() + SETTLE
-            return alive <= self._in_handlers or time.monotonic() > self._settle_by
+            return alive <= self.in_handlers or time.monotonic() > self._settle_by
 
     def release_all(self) -> list[Lease[Any]]:
         """The leases still held when the run ends: the driver gives them back (``nack(0)``)."""
@@ -292,7 +269,7 @@ class Run:
     # -- the handler -----------------------------------------------------------------------
     def handling(self) -> None:
         with self._lock:
-            self._in_handlers += 1
+            self.in_handlers += 1
 
     def settled_by_handler(self, lease: Lease[Any], how: How, delay: float) -> None:
         """The handler itself acked, nacked or dead-lettered ``lease`` (and it took)."""
@@ -308,10 +285,27 @@ class Run:
         cannot mistake the settled lease for a lost one.
         """
         with self._lock:
-            self._in_handlers -= 1
-            self._held.pop(lease.token, None)
-            own = self._by_handler.pop(lease.token, None)
-        self._observer.handler_duration(seconds)
+            own = self.leave(lease)
+        self.handler_took(seconds)
+        return self.decide(lease, outcome, own)
+
+    def leave(self, lease: Lease[Any]) -> tuple[How, float] | None:
+        """Under the lock: the handler of ``lease`` is over; the lease is no longer held.
+        What the handler did to it itself, if anything."""
+        self.in_handlers -= 1
+        token = lease.token
+        self._held.pop(token, None)
+        return self._by_handler.pop(token, None)
+
+    def handler_took(self, seconds: float) -> None:
+        if self._timing:
+            self._observer.handler_duration(seconds)
+
+    def decide(
+        self, lease: Lease[Any], outcome: Outcome, own: tuple[How, float] | None
+    ) -> Operation | None:
+        """:meth:`plan`'s decision, once the lease left the held set (``own``: what
+        :meth:`leave` returned)."""
         if own is not None:
             self._settled_by_handler(lease, *own)
             return None
@@ -494,12 +488,19 @@ class Run:
         """``n`` more of ``what`` (each told to the observer)."""
         with self._lock:
             self._counts[what] += n
-        for _ in range(n):
+        for _ in range(n if self._counting else 0):
             self._observer.count(what)
 
     def stats(self) -> WorkerStats:
         with self._lock:
             return WorkerStats(**self._counts)
+
+
+def _overrides(observer: Observer, method: str) -> bool:
+    """Whether ``observer``'s ``method`` is its own, not :class:`Observer`'s (which does
+    nothing)."""
+    own = getattr(observer, method)
+    return getattr(own, "__func__", own) is not getattr(Observer, method)
 
 
 def _nothing() -> None:

@@ -17,7 +17,7 @@ from harel_sa import settlements
 from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
 from harel_sa.worker.operations import Batch, Claim, Done, Operation, Sent
-from harel_sa.worker.run import RETURNED, Outcome, outcome_of
+from harel_sa.worker.outcomes import RETURNED, Outcome, outcome_of
 
 if TYPE_CHECKING:
     from harel_sa.worker.queues import AsyncQueue, Queue

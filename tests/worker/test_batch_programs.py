@@ -11,7 +11,8 @@ from harel_sa import BusyError, Event, InvalidArgumentError, Lease
 from harel_sa.worker import WorkerOptions
 from harel_sa.worker import programs as p
 from harel_sa.worker.operations import Batch, Nack, Sent
-from harel_sa.worker.run import Raised, Run
+from harel_sa.worker.outcomes import Raised
+from harel_sa.worker.run import Run
 from harel_sa.worker.steps import Bell, Call, Handle, Program, Send, Step, Take, Wait
 
 OPTIONS = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=60.0, visibility=120.0)

@@ -12,7 +12,8 @@ from harel_sa.errors import TransportClosedError
 from harel_sa.worker import Backoff, WorkerOptions
 from harel_sa.worker import programs as p
 from harel_sa.worker.operations import Ack, Bury, Claim, Done, Nack
-from harel_sa.worker.run import Interrupted, Raised, Run
+from harel_sa.worker.outcomes import Interrupted, Raised
+from harel_sa.worker.run import Run
 from harel_sa.worker.steps import Abandon, Call, Handle, Program, Step, Wait, WaitSlots
 
 OPTIONS = WorkerOptions(worker_id="w", backoff=Backoff(base=2.0, jitter=0.0), max_deliveries=3)
