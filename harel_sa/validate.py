@@ -161,4 +161,8 @@ def leases(value: object) -> tuple[Lease[BaseModel], ...]:
         raise InvalidArgumentTypeError(
             f"leases must be a list or tuple of Lease, not {type(value).__name__}"
         )
-    return tuple(lease(item) for item in value)
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, Lease):
+            lease(item)  # raises
+    return items
