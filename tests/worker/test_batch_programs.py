@@ -10,7 +10,7 @@ import pytest
 from harel_sa import BusyError, Event, InvalidArgumentError, Lease
 from harel_sa.worker import WorkerOptions
 from harel_sa.worker import programs as p
-from harel_sa.worker.operations import Batch, Nack, Sent
+from harel_sa.worker.operations import Ack, Batch, Nack, Sent
 from harel_sa.worker.outcomes import Raised
 from harel_sa.worker.run import Run
 from harel_sa.worker.steps import Bell, Call, Handle, Program, Send, Step, Take, Wait
@@ -343,3 +343,59 @@ def test_the_batcher_in_its_idle_poll_is_not_woken_by_every_short_batch_of_a_slo
     send = sending(team.finish(2))
     wait = next(team.batcher)  # a slot's batch is on its way: sleep, but not past the poll
     assert isinstance(wait, Bell) and 0 < (wait.seconds or 0) <= options.poll_interval
+
+
+def test_a_slot_reuses_its_handle_step_and_each_lease_starts_as_returned() -> None:
+    team = Team()
+    team.answer(team.batch(), (), lease(1), lease(2), lease(3))
+    team.wakes = 0
+    first = team.step(1)
+    assert isinstance(first, Handle)
+    retry = team.finish(1, Raised(ValueError("boom")))  # the first handler fails: a nack
+    assert isinstance(retry, Call) and isinstance(retry.op, Nack)
+    retry.result = p.Done(True)
+    second = team.step(1)
+    assert isinstance(second, Handle) and second.lease.seq == 2
+    # The next handler returns: its ack is gathered, not taken for the earlier failure.
+    assert isinstance(team.finish(1), Handle)
+    stats = team.run.stats()
+    assert (stats.failed, stats.succeeded) == (1, 0)
+    assert team.run.batches._acks == [lease(2)]  # type: ignore[union-attr]
+
+
+def test_a_handler_that_settles_its_own_lease_frees_its_slot_for_the_next_claim() -> None:
+    team = Team()
+    team.answer(team.batch(), (), lease(1))
+    k = team.drive()[1]
+    team.run.settled_by_handler(lease(1), "acked", 0.0)  # the handler acked it itself
+    team.rang = 0
+    assert isinstance(team.finish(k), Take)  # nothing for the slot to send
+    assert team.rang == 1  # the batcher is told: a slot is free and no ack will claim for it
+    team.run.batches.heard()  # type: ignore[union-attr]  # past the idle poll
+    claim = team.batch()
+    assert claim.batch == Batch((), OPTIONS, 3)  # for all three slots again
+    assert team.run.stats().succeeded == 1
+
+
+def test_once_the_batcher_is_done_a_returned_handler_sends_its_own_ack() -> None:
+    options = WorkerOptions(
+        worker_id="w", concurrency=3, batch=3, ack_wait=60.0, visibility=120.0, grace=0.0
+    )
+    team = Team(options)
+    team.answer(team.batch(), (), lease(1))
+    k = team.drive()[1]
+    team.run.request_stop()  # no grace: the batcher ends with the handler still running
+    assert next(team.batcher, None) is None
+    ack = team.finish(k)
+    assert isinstance(ack, Call) and ack.op == Ack(lease(1), options, fused=False)
+    ack.result = p.Done(True)
+    assert team.step(k) is None
+    assert team.run.stats().succeeded == 1
+
+
+def test_a_lease_taken_from_the_tray_counts_as_in_its_handler() -> None:
+    team = Team()
+    team.answer(team.batch(), (), lease(1))
+    team.drive()
+    team.run.request_stop()
+    assert team.run.may_abandon(1)  # the one slot left is inside its handler

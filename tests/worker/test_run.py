@@ -6,12 +6,15 @@ import pytest
 
 from harel_sa import (
     AsyncWorker,
+    Event,
     InvalidArgumentError,
     InvalidArgumentTypeError,
+    Lease,
     SqliteTransport,
     Worker,
 )
-from harel_sa.worker import Backoff, WorkerOptions
+from harel_sa.worker import Backoff, Observer, WorkerOptions
+from harel_sa.worker.outcomes import RETURNED
 from harel_sa.worker.run import Run
 
 
@@ -88,3 +91,28 @@ def test_after_the_grace_only_slots_inside_their_handler_are_abandoned_at_once()
     state.handling()  # one slot is in its handler; a second is mid ack
     assert state.may_abandon(1)
     assert not state.may_abandon(2)  # the one mid-call gets to land its call first
+
+
+def test_an_observer_is_told_what_it_overrides_and_only_that() -> None:
+    class Counts(Observer):
+        def __init__(self) -> None:
+            self.seen: list[object] = []
+
+        def count(self, what: str) -> None:
+            self.seen.append(what)
+
+    class Times(Observer):
+        def __init__(self) -> None:
+            self.seen: list[object] = []
+
+        def handler_duration(self, seconds: float) -> None:
+            self.seen.append(seconds)
+
+    leases = tuple(Lease(n, f"g{n}", Event(kind="x"), "w", f"t{n}") for n in (1, 2))
+    for observer, told in ((Counts(), ["claimed", "claimed", "succeeded"]), (Times(), [0.25])):
+        run = Run(WorkerOptions(worker_id="w", observer=observer), None, False)
+        run.claimed_many(leases, 0.1)
+        run.handling()
+        run.plan(leases[0], RETURNED, 0.25)
+        run.acked(leases[0], True, "Ack")
+        assert observer.seen == told
