@@ -111,7 +111,7 @@ class AsyncPostgresTransport(Generic[E]):
             pool_size=2,
         )
 
-    async def _run(self, op: ops.Op[T]) -> T:
+    async def _run(self, op: ops.Call[T]) -> T:
         # A cancelled caller lets the operation finish on its connection (psycopg would
         # otherwise cancel the statement at the server, leaving a lease committed or not, the
         # connection unknown) and gives back the leases it took (harel_sa.cancels).
@@ -134,7 +134,7 @@ class AsyncPostgresTransport(Generic[E]):
                 raise no_connection(exc, pool.get_stats(), self._where, closed=closed) from exc
         return self._sessions.new(conn, psycopg.AsyncRawCursor(conn))
 
-    async def _attempt(self, op: ops.Op[T]) -> T:
+    async def _attempt(self, op: ops.Call[T]) -> T:
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")

@@ -32,14 +32,11 @@ class Calls(Generic[E]):
 
     def publish(
         self, group_id: object, event: object, priority: object, routing_key: object
-    ) -> ops.Op[None]:
-        return ops.publish(
-            self.st,
-            self.clock,
-            [message_row(self.options.event_type, group_id, event, priority, routing_key)],
-        )
+    ) -> ops.One[None]:
+        row = message_row(self.options.event_type, group_id, event, priority, routing_key)
+        return ops.publish_one(self.st, self.clock, row)
 
-    def publish_many(self, items: object, priority: object, routing_key: object) -> ops.Op[None]:
+    def publish_many(self, items: object, priority: object, routing_key: object) -> ops.Call[None]:
         rows = message_rows(self.options.event_type, items, priority, routing_key)
         return ops.publish(self.st, self.clock, rows)
 
@@ -97,21 +94,21 @@ class Calls(Generic[E]):
             self.st, self.clock, checked, spec, validate.count("limit", limit)
         )
 
-    def ack(self, lease: object) -> ops.Op[bool]:
+    def ack(self, lease: object) -> ops.One[bool]:
         return ops.ack(self.st, validate.lease(lease))
 
-    def give_back(self, lease: Lease[Any]) -> ops.Op[bool]:
+    def give_back(self, lease: Lease[Any]) -> ops.One[bool]:
         return ops.give_back(self.st, lease)
 
-    def nack(self, lease: object, delay: object) -> ops.Op[bool]:
+    def nack(self, lease: object, delay: object) -> ops.One[bool]:
         checked = validate.seconds("delay", delay, allow_zero=True)
         return ops.nack(self.st, self.clock, validate.lease(lease), checked)
 
-    def extend(self, lease: object, visibility: object) -> ops.Op[bool]:
+    def extend(self, lease: object, visibility: object) -> ops.One[bool]:
         checked = validate.seconds("visibility", visibility, allow_zero=False)
         return ops.extend(self.st, self.clock, validate.lease(lease), checked)
 
-    def dead_letter(self, lease: object, reason: object) -> ops.Op[bool]:
+    def dead_letter(self, lease: object, reason: object) -> ops.One[bool]:
         checked = validate.required_text("reason", reason)
         return ops.dead_letter(self.st, self.clock, validate.lease(lease), checked)
 

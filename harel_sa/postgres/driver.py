@@ -22,7 +22,7 @@ from harel_sa.errors import (
     StorageError,
     TransportClosedError,
 )
-from harel_sa.postgres.operations import Op, Result
+from harel_sa.postgres.operations import Call, One, Result
 
 T = TypeVar("T")
 
@@ -31,9 +31,13 @@ T = TypeVar("T")
 _BUSY = (pg.LockNotAvailable, pg.QueryCanceled, pg.DeadlockDetected, pg.SerializationFailure)
 
 
-def run(conn: psycopg.Connection[Any], cur: psycopg.RawCursor[Any], op: Op[T]) -> T:
-    """Run ``op``'s program with ``cur``, a cursor of ``conn`` (an autocommit connection), in
-    one transaction when it has a ``begin``."""
+def run(conn: psycopg.Connection[Any], cur: psycopg.RawCursor[Any], op: Call[T]) -> T:
+    """Run ``op`` with ``cur``, a cursor of ``conn`` (an autocommit connection): its one
+    statement, or its program, in one transaction when it has a ``begin``."""
+    if isinstance(op, One):
+        statement = op.query.statement
+        cur.execute(statement.sql, statement.bind(op.query.params), prepare=True)
+        return op.read(Result(cur.fetchall() if _has_rows(cur) else [], cur.rowcount))
     program = op.start()
     if op.begin is not None:
         cur.execute(op.begin)
@@ -57,9 +61,14 @@ def run(conn: psycopg.Connection[Any], cur: psycopg.RawCursor[Any], op: Op[T]) -
 
 
 async def arun(
-    conn: psycopg.AsyncConnection[Any], cur: psycopg.AsyncRawCursor[Any], op: Op[T]
+    conn: psycopg.AsyncConnection[Any], cur: psycopg.AsyncRawCursor[Any], op: Call[T]
 ) -> T:
-    """:func:`run`, awaited on an async connection: the same program, step for step."""
+    """:func:`run`, awaited on an async connection: the same statement, or the same program
+    step for step."""
+    if isinstance(op, One):
+        statement = op.query.statement
+        await cur.execute(statement.sql, statement.bind(op.query.params), prepare=True)
+        return op.read(Result(await cur.fetchall() if _has_rows(cur) else [], cur.rowcount))
     program = op.start()
     if op.begin is not None:
         await cur.execute(op.begin)

@@ -114,7 +114,7 @@ class PostgresTransport(Generic[E]):
                 raise no_connection(exc, pool.get_stats(), self._where, closed=closed) from exc
         return self._sessions.new(conn, psycopg.RawCursor(conn))
 
-    def _run(self, op: ops.Op[T]) -> T:
+    def _run(self, op: ops.Call[T]) -> T:
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")
