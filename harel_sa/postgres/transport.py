@@ -26,7 +26,7 @@ from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.postgres import operations as ops
 from harel_sa.postgres.calls import Calls
 from harel_sa.postgres.connect import conninfo, display
-from harel_sa.postgres.driver import lost, no_connection, run, translate
+from harel_sa.postgres.driver import ADAPTERS, lost, no_connection, run, translate
 from harel_sa.postgres.listen import Listener
 from harel_sa.postgres.sessions import Session, Sessions
 from harel_sa.postgres.startup import open_schema
@@ -349,7 +349,7 @@ class PoolSettings:
             "conninfo": self.conninfo,
             "min_size": 1,
             "max_size": self.size,
-            "kwargs": {"autocommit": True},
+            "kwargs": {"autocommit": True, "context": ADAPTERS},
             "configure": configure,
             "open": False,
             "name": self.name,
