@@ -388,7 +388,8 @@ def _event_of(spec: ClaimSpec, raw: Any, deliveries: int) -> tuple[Any, str | No
         times = "1 time" if deliveries == 2 else f"{deliveries - 1} times"
         return None, f"delivered {times} (max {limit})"
     try:
-        return spec.event_type.model_validate_json(raw), None
+        # ``model_validate_json`` without its Python wrapper, as SQLite's claim decodes.
+        return spec.event_type.__pydantic_validator__.validate_json(raw), None
     except ValueError as exc:
         return None, f"undecodable event: {exc}"
 
