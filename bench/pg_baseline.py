@@ -56,6 +56,7 @@ from functools import cache
 from typing import Any
 
 import psycopg
+from psycopg.types.array import ListBinaryDumper
 
 from harel_sa import Event
 
@@ -253,6 +254,9 @@ class Baseline:
 
     def __init__(self, url: str, process_index: int = 0, *, notify: bool = False) -> None:
         self.conn = psycopg.connect(url, autocommit=True)
+        # Arrays (publish_many's) in binary, as harel_sa sends them: psycopg's text form
+        # escapes every quote of every event's JSON in Python.
+        self.conn.adapters.register_dumper(list, ListBinaryDumper)
         self.cur = psycopg.RawCursor(self.conn)
         self._tokens = itertools.count()
         self._tag = f"{process_index}"
@@ -265,7 +269,7 @@ class Baseline:
     def publish_many(self, items: list[tuple[str, Event]], priority: int = 0) -> None:
         groups = [g for g, _ in items]
         events = [e.model_dump_json() for _, e in items]
-        self.cur.execute(self._publish_many, (groups, events, priority))
+        self.cur.execute(self._publish_many, (groups, events, priority), prepare=True)
 
     def claim(self, worker_id: str, visibility: float, min_priority: int = 0) -> Lease | None:
         now = time.time()

@@ -835,6 +835,8 @@ def section(w: dict[str, Any]) -> list[str]:
         " per-message FIFO groups, one in flight per group, round-robin by `last_claimed_at`"
         " then arrival, leases with `lock_expiry`, fencing tokens. Each claim and each ack is"
         " one prepared statement sent alone in autocommit: one round trip, one commit. Its"
+        " `publish_many` is prepared too and sends its arrays in binary, as harel_sa's does"
+        " (psycopg's text form of an array escapes every quote of every event in Python). Its"
         " publish sends no notification"
         + (
             "; **baseline (plain psycopg, with NOTIFY)** is the same publish with harel_sa's"

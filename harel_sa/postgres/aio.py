@@ -130,7 +130,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         return self._sessions.new(conn, psycopg.AsyncRawCursor(conn))
 
     async def _attempt(self, bound: Bound[T]) -> T:
-        op = cast("ops.Op[T]", bound)
+        op = cast("ops.Call[T]", bound)
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")

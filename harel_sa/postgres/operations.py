@@ -2,9 +2,11 @@
 
 An operation is an :class:`Op`: a generator that yields :class:`Query` steps (a statement of
 :mod:`harel_sa.postgres.statements` and its parameters), receives each one's :class:`Result`,
-and returns the operation's value, plus whether its statements form one transaction. The
-sync transport runs a program on a pooled psycopg connection, the async twin on an async one;
-neither holds any logic of its own. Arguments arrive validated.
+and returns the operation's value, plus whether its statements form one transaction. An
+operation that is always one statement sent alone is a :class:`One` instead: its
+:class:`Query` and how its value is read from the :class:`Result`. The sync transport runs
+either on a pooled psycopg connection, the async twin on an async one; neither holds any
+logic of its own. Arguments arrive validated.
 
 Most operations are one statement sent alone in autocommit (one round trip, one commit): the
 claim, the ack, the publish, a nack, an extend, the acks of a batch. Those of several
@@ -64,19 +66,58 @@ class Op(Generic[T]):
     retry_safe: bool = False
 
 
+@dataclass(slots=True)
+class One(Generic[T]):
+    """An operation that is one statement sent alone, in autocommit: ``query``, and ``read``,
+    which gives the operation's value from the statement's :class:`Result`. The same work as
+    an :class:`Op` whose program yields ``query`` once and returns ``read`` of its result,
+    without a generator to start and step (a publish or an ack is mostly client overhead
+    besides its round trip). Its parameters are read when it is built: a client clock's "now"
+    at the call, before any wait for a connection (a lease so extended ends no later).
+    ``retry_safe`` as for :class:`Op`."""
+
+    query: Query
+    read: Callable[[Result], T]
+    retry_safe: bool = False
+
+
+#: What a transport runs: a program, or one statement.
+Call = Op[T] | One[T]
+
+
+def _nothing(result: Result) -> None:
+    """The value of an operation that returns nothing (a publish)."""
+
+
+def _took_one(result: Result) -> bool:
+    """A statement that counts what it took (``SELECT count(*) FROM ...``) took one row."""
+    return bool(result.rows[0][0] == 1)
+
+
+def _changed_one(result: Result) -> bool:
+    """A fenced ``UPDATE`` (or one row per row changed) changed one row."""
+    return result.rowcount == 1
+
+
 def _now(clock: Clock) -> float | None:
     return None if clock is None else clock()
 
 
-def publish(statements: Statements, clock: Clock, rows: list[Row]) -> Op[None]:
+def publish(statements: Statements, clock: Clock, rows: list[Row]) -> Call[None]:
     """Append ``(group_id, event_json, priority, routing_key)`` rows, all or none."""
     if len(rows) == 1:
-        return Op(partial(_publish_one, statements, clock, rows[0]))
-    several = len({(r[2], r[3]) for r in rows}) > 1
-    return Op(partial(_publish_many, statements, clock, rows), begin=WRITE if several else None)
+        return publish_one(statements, clock, rows[0])
+    if not rows:
+        return Op(partial(_returns, None))
+    kinds = _kinds(rows)
+    if len(kinds) == 1:
+        (priority, routing_key), chosen = next(iter(kinds.items()))
+        return One(_publish_kind(statements, clock, priority, routing_key, chosen), _nothing)
+    return Op(partial(_publish_many, statements, clock, kinds), begin=WRITE)
 
 
-def _publish_one(st: Statements, clock: Clock, row: Row) -> Program[None]:
+def publish_one(statements: Statements, clock: Clock, row: Row) -> One[None]:
+    """Append one ``(group_id, event_json, priority, routing_key)`` row."""
     group_id, event, priority, routing_key = row
     params = {
         "group_id": group_id,
@@ -85,25 +126,36 @@ def _publish_one(st: Statements, clock: Clock, row: Row) -> Program[None]:
         "routing_key": routing_key,
         "now": _now(clock),
     }
-    yield Query(st.publish, params)
+    return One(Query(statements.publish, params), _nothing)
 
 
-def _publish_many(st: Statements, clock: Clock, rows: list[Row]) -> Program[None]:
-    if not rows:
-        return
-    # One statement per (priority, routing key): the first publish of a group fixes both.
+def _kinds(rows: list[Row]) -> dict[tuple[int, str | None], list[Row]]:
+    """The rows by (priority, routing key), in order: one statement each, as the first
+    publish of a group fixes both."""
     kinds: dict[tuple[int, str | None], list[Row]] = {}
     for row in rows:
         kinds.setdefault((row[2], row[3]), []).append(row)
+    return kinds
+
+
+def _publish_kind(
+    st: Statements, clock: Clock, priority: int, routing_key: str | None, rows: list[Row]
+) -> Query:
+    params = {
+        "groups": [r[0] for r in rows],
+        "events": [r[1] for r in rows],
+        "priority": priority,
+        "routing_key": routing_key,
+        "now": _now(clock),
+    }
+    return Query(st.publish_many, params)
+
+
+def _publish_many(
+    st: Statements, clock: Clock, kinds: dict[tuple[int, str | None], list[Row]]
+) -> Program[None]:
     for (priority, routing_key), chosen in kinds.items():
-        params = {
-            "groups": [r[0] for r in chosen],
-            "events": [r[1] for r in chosen],
-            "priority": priority,
-            "routing_key": routing_key,
-            "now": _now(clock),
-        }
-        yield Query(st.publish_many, params)
+        yield _publish_kind(st, clock, priority, routing_key, chosen)
 
 
 def claim(statements: Statements, clock: Clock, spec: ClaimSpec) -> Op[Lease[Any] | None]:
@@ -336,7 +388,8 @@ def _event_of(spec: ClaimSpec, raw: Any, deliveries: int) -> tuple[Any, str | No
         times = "1 time" if deliveries == 2 else f"{deliveries - 1} times"
         return None, f"delivered {times} (max {limit})"
     try:
-        return spec.event_type.model_validate_json(raw), None
+        # ``model_validate_json`` without its Python wrapper, as SQLite's claim decodes.
+        return spec.event_type.__pydantic_validator__.validate_json(raw), None
     except ValueError as exc:
         return None, f"undecodable event: {exc}"
 
@@ -344,6 +397,12 @@ def _event_of(spec: ClaimSpec, raw: Any, deliveries: int) -> tuple[Any, str | No
 def _bury(
     st: Statements, clock: Clock, seq: int, locked_by: str, error: str, uncount: int
 ) -> Program[bool]:
+    return _took_one((yield _bury_query(st, clock, seq, locked_by, error, uncount)))
+
+
+def _bury_query(
+    st: Statements, clock: Clock, seq: int, locked_by: str, error: str, uncount: int
+) -> Query:
     params = {
         "seq": seq,
         "locked_by": locked_by,
@@ -351,56 +410,50 @@ def _bury(
         "uncount": uncount,
         "now": _now(clock),
     }
-    done = yield Query(st.bury, params)
-    return bool(done.one()[0] == 1)
+    return Query(st.bury, params)
 
 
-def ack(statements: Statements, lease: Lease[Any]) -> Op[bool]:
+def ack(statements: Statements, lease: Lease[Any]) -> One[bool]:
     """Delete the leased message (and its group once empty); ``False`` if the lease was lost."""
-    return Op(partial(_ack, statements, lease))
+    return One(_ack_query(statements, lease), _took_one)
 
 
 def _ack(st: Statements, lease: Lease[Any]) -> Program[bool]:
+    return _took_one((yield _ack_query(st, lease)))
+
+
+def _ack_query(st: Statements, lease: Lease[Any]) -> Query:
     params = {"group_id": lease.group_id, "seq": lease.seq, "locked_by": lease.locked_by}
-    done = yield Query(st.ack, params)
-    return bool(done.one()[0] == 1)
+    return Query(st.ack, params)
 
 
-def _fenced(statement: Statement, lease: Lease[Any], **more: Any) -> Program[bool]:
-    done = yield Query(statement, {"seq": lease.seq, "locked_by": lease.locked_by, **more})
-    return done.rowcount == 1
+def _fenced(statement: Statement, lease: Lease[Any], **more: Any) -> One[bool]:
+    """``statement`` on the leased message, fenced by the lease: whether it changed it."""
+    params = {"seq": lease.seq, "locked_by": lease.locked_by, **more}
+    return One(Query(statement, params), _changed_one)
 
 
-def give_back(statements: Statements, lease: Lease[Any]) -> Op[bool]:
+def give_back(statements: Statements, lease: Lease[Any]) -> One[bool]:
     """Undo a claim whose caller never received the lease (its delivery uncounted)."""
-    return Op(partial(_fenced, statements.give_back, lease))
+    return _fenced(statements.give_back, lease)
 
 
-def nack(statements: Statements, clock: Clock, lease: Lease[Any], delay: float) -> Op[bool]:
+def nack(statements: Statements, clock: Clock, lease: Lease[Any], delay: float) -> One[bool]:
     """Free the message now (``delay == 0``) or park it, blocking its group, for ``delay``."""
     if delay == 0:
-        return Op(partial(_fenced, statements.free, lease))
-    return Op(partial(_park, statements, clock, lease, delay))
-
-
-def _park(st: Statements, clock: Clock, lease: Lease[Any], delay: float) -> Program[bool]:
+        return _fenced(statements.free, lease)
     params = {"seq": lease.seq, "locked_by": lease.locked_by, "delay": delay, "now": _now(clock)}
-    done = yield Query(st.park, params)
-    return bool(done.one()[0] == 1)
+    return One(Query(statements.park, params), _took_one)
 
 
-def extend(statements: Statements, clock: Clock, lease: Lease[Any], visibility: float) -> Op[bool]:
+def extend(statements: Statements, clock: Clock, lease: Lease[Any], visibility: float) -> One[bool]:
     """Move the lease's expiry to now + ``visibility``; ``False`` if the lease was lost."""
-    return Op(partial(_extend, statements, clock, lease, visibility))
+    return _fenced(statements.extend, lease, visibility=visibility, now=_now(clock))
 
 
-def _extend(st: Statements, clock: Clock, lease: Lease[Any], visibility: float) -> Program[bool]:
-    return (yield from _fenced(st.extend, lease, visibility=visibility, now=_now(clock)))
-
-
-def dead_letter(statements: Statements, clock: Clock, lease: Lease[Any], reason: str) -> Op[bool]:
+def dead_letter(statements: Statements, clock: Clock, lease: Lease[Any], reason: str) -> One[bool]:
     """Move the leased message to the dead table; ``False`` if the lease was lost."""
-    return Op(partial(_bury, statements, clock, lease.seq, lease.locked_by, reason, 0))
+    return One(_bury_query(statements, clock, lease.seq, lease.locked_by, reason, 0), _took_one)
 
 
 # Operating the queue.

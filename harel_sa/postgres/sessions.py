@@ -85,12 +85,9 @@ class Sessions(Generic[C, K]):
         connections the caller must now give back to the pool (``session`` when it is not
         healthy, every one kept when the transport closed meanwhile)."""
         conn: Any = session.connection
-        if (
-            conn.broken
-            or conn.closed
-            or conn.pgconn.transaction_status != _IDLE
-            or time.monotonic() > session.returns_at
-        ):
+        # libpq reports a closed or broken connection's transaction status as UNKNOWN, so one
+        # look at it covers psycopg's ``closed`` and ``broken`` too (two properties less).
+        if conn.pgconn.transaction_status != _IDLE or time.monotonic() > session.returns_at:
             return [session]
         self._stack.append(session)
         # The flags are read after the push; close() and waiting() set theirs before they look

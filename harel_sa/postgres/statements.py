@@ -132,7 +132,9 @@ class Statements:
             f"INSERT INTO {m} (group_id, event, enqueued_at) SELECT group_id, %(event)s, {now} "
             f"FROM g {notified}"
         )
-        # New groups arrive in the order of their first message in the batch.
+        # New groups arrive in the order of their first message in the batch. "Now" is read
+        # once, in the one-row FROM item that notifies (pg_notify keeps it from being pulled
+        # up into the rows): per row, the epoch's EXTRACT costs the server about 1 µs.
         self.publish_many = positional(
             "WITH items AS (SELECT * FROM unnest(%(groups)s::text[], %(events)s::text[]) "
             "WITH ORDINALITY AS i(group_id, event, n)), "
@@ -141,8 +143,8 @@ class Statements:
             "SELECT group_id, %(priority)s::integer, %(routing_key)s::text FROM firsts ORDER BY n "
             f"{upsert_group} RETURNING group_id) "
             f"INSERT INTO {m} (group_id, event, enqueued_at) "
-            f"SELECT i.group_id, i.event, {now} FROM items i JOIN g USING (group_id) {notified} "
-            "ORDER BY i.n"
+            "SELECT i.group_id, i.event, notified.now FROM items i JOIN g USING (group_id) "
+            f"CROSS JOIN (SELECT {now} AS now, {notify_sql(names)}) AS notified ORDER BY i.n"
         )
         self.ack = positional(
             f"WITH {self._seen('%(group_id)s')}, "

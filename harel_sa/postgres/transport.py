@@ -23,7 +23,7 @@ from harel_sa.events import E, Event
 from harel_sa.postgres import operations as ops
 from harel_sa.postgres.backend import PostgresBackend
 from harel_sa.postgres.connect import conninfo, display
-from harel_sa.postgres.driver import lost, no_connection, run, translate
+from harel_sa.postgres.driver import ADAPTERS, lost, no_connection, run, translate
 from harel_sa.postgres.listen import Listener
 from harel_sa.postgres.sessions import Session, Sessions
 from harel_sa.postgres.startup import open_schema
@@ -109,7 +109,7 @@ class PostgresTransport(Transport[E]):
         return self._sessions.new(conn, psycopg.RawCursor(conn))
 
     def _run(self, bound: Bound[T]) -> T:
-        op = cast("ops.Op[T]", bound)
+        op = cast("ops.Call[T]", bound)
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")
@@ -177,7 +177,7 @@ class PoolSettings:
             "conninfo": self.conninfo,
             "min_size": 1,
             "max_size": self.size,
-            "kwargs": {"autocommit": True},
+            "kwargs": {"autocommit": True, "context": ADAPTERS},
             "configure": configure,
             "open": False,
             "name": self.name,

@@ -59,6 +59,22 @@ def test_a_connection_in_a_transaction_or_closed_goes_back_to_the_pool(
     assert stack.keep(session) == [session] and stack.take() is None
 
 
+def test_a_broken_connection_goes_back_to_the_pool(pg_url: str) -> None:
+    """The server ended the backend: ``keep`` reads the transaction status alone, which libpq
+    reports as unknown on a broken connection."""
+    with (
+        psycopg.connect(pg_url, autocommit=True) as conn,
+        psycopg.connect(pg_url, autocommit=True) as admin,
+    ):
+        stack: Stack = Sessions()
+        session = session_on(conn)
+        admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute("SELECT 1")
+        assert conn.broken
+        assert stack.keep(session) == [session] and stack.take() is None
+
+
 def test_a_call_that_ends_while_someone_waits_at_the_pool_gives_its_connection_there(
     conn: psycopg.Connection[Any],
 ) -> None:

@@ -11,6 +11,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import pq
+from psycopg.adapt import PyFormat
 from sqlalchemy import create_engine
 
 from harel_sa import (
@@ -100,6 +102,29 @@ def test_claims_from_several_threads_run_on_several_connections(pg_url: str) -> 
             holder.close()
             waiting.join(30)
         assert q.stats().messages == 0
+
+
+def test_publish_many_sends_its_arrays_in_binary_and_every_text_arrives_as_sent(
+    pg_url: str,
+) -> None:
+    """psycopg's text form of an array quotes and escapes every element in Python (most of a
+    publish_many's client work); the transport's connections send lists in binary, and texts
+    an array literal would have to quote or escape arrive unchanged."""
+    odd = ["", "NULL", "{a,b}", 'q"uote', "back\\slash", " spaced ", "\u00e9 \u2603", "a,b"]
+    with PostgresTransport(pg_url, pool_size=1) as q:
+        q.publish_many([(g, Event(kind="odd", data={"text": g})) for g in odd])
+        session = q._sessions.take()
+        assert session is not None
+        try:
+            dumper = session.cursor.adapters.get_dumper(list, PyFormat.AUTO)
+        finally:
+            q._sessions.keep(session)
+        assert dumper.format == pq.Format.BINARY
+        got = []
+        while (lease := q.claim("w", VIS)) is not None:
+            got.append((lease.group_id, lease.event.data["text"]))
+            assert q.ack(lease)
+        assert sorted(got) == sorted((g, g) for g in odd)
 
 
 def test_a_transport_is_shared_by_threads_without_losing_or_doubling(pg_url: str) -> None:
