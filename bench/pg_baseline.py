@@ -82,18 +82,25 @@ SCHEMA = (
     f"CREATE INDEX {MESSAGES}_by_group ON {MESSAGES} (group_id, seq)",
 )
 
-#: $1 now, $2 lease token, $3 lease expiry, $4 priority floor. LIMIT is a literal: with
-#: ``LIMIT $n`` the cached generic plan gives up the index walk (shared/NOTES.md).
-CLAIM = f"""WITH pick AS (
-  SELECT g.group_id, m.seq
+
+def pick(size: int, more: str = "") -> str:
+    """The walk of a claim: the first ``size`` leasable groups' heads in round-robin order,
+    both rows locked (``more``: further columns of the group). $1 now, $4 priority floor."""
+    return f"""SELECT g.group_id, m.seq{more}
   FROM {GROUPS} g
   CROSS JOIN LATERAL (SELECT h.seq FROM {MESSAGES} h WHERE h.group_id = g.group_id
                       ORDER BY h.seq LIMIT 1) head
   JOIN {MESSAGES} m ON m.seq = head.seq
   WHERE g.priority >= $4 AND (m.locked_by IS NULL OR m.lock_expiry < $1)
   ORDER BY g.last_claimed_at, g.arrival
-  LIMIT 1
-  FOR UPDATE OF g, m SKIP LOCKED
+  LIMIT {int(size)}
+  FOR UPDATE OF g, m SKIP LOCKED"""
+
+
+#: $1 now, $2 lease token, $3 lease expiry, $4 priority floor. LIMIT is a literal: with
+#: ``LIMIT $n`` the cached generic plan gives up the index walk (shared/NOTES.md).
+CLAIM = f"""WITH pick AS (
+  {pick(1)}
 ), lease AS (
   UPDATE {MESSAGES} m SET locked_by = $2, lock_expiry = $3, deliveries = m.deliveries + 1
   FROM pick WHERE m.seq = pick.seq
@@ -180,15 +187,7 @@ def claim_many_sql(size: int) -> str:
     lease's is ``$2:<rank>``), $3 lease expiry, $4 priority floor. Returns seq, group_id,
     event and token of each lease, in rotation order. LIMIT is a literal, as in :data:`CLAIM`."""
     return f"""WITH pick AS (
-  SELECT g.group_id, m.seq, g.last_claimed_at, g.arrival
-  FROM {GROUPS} g
-  CROSS JOIN LATERAL (SELECT h.seq FROM {MESSAGES} h WHERE h.group_id = g.group_id
-                      ORDER BY h.seq LIMIT 1) head
-  JOIN {MESSAGES} m ON m.seq = head.seq
-  WHERE g.priority >= $4 AND (m.locked_by IS NULL OR m.lock_expiry < $1)
-  ORDER BY g.last_claimed_at, g.arrival
-  LIMIT {int(size)}
-  FOR UPDATE OF g, m SKIP LOCKED
+  {pick(size, ", g.last_claimed_at, g.arrival")}
 ), ranked AS (
   SELECT pick.*, row_number() OVER (ORDER BY pick.last_claimed_at, pick.arrival) AS k FROM pick
 ), lease AS (
