@@ -174,9 +174,10 @@ def main(argv: list[str]) -> int:
             f"{total:.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()) + ")"
         )
         env["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    # The figures first: a report that fails to render loses no measurement.
+    (out / "results.json").write_text(json.dumps({"env": env, "results": results}, indent=1))
     report.plots(results, out)
     (out / "RESULTS.md").write_text(report.render(results, env))
-    (out / "results.json").write_text(json.dumps({"env": env, "results": results}, indent=1))
     log(f"wrote {out / 'RESULTS.md'}")
     for target, figures, verdict in report.targets(results):
         print(f"  {verdict.replace('**', ''):>10}  {target}: {figures}")
