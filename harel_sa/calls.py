@@ -74,16 +74,20 @@ def message_row(
 def message_rows(
     event_type: type[BaseModel], items: object, priority: object, routing_key: object
 ) -> list[Row]:
-    """``(group_id, event)`` pairs to publish together, all validated before any is sent."""
+    """``(group_id, event)`` pairs to publish together, all validated before any is sent
+    (the priority and routing key first, once for every item)."""
     if isinstance(items, str | bytes) or not isinstance(items, Iterable):
         raise InvalidArgumentTypeError("items must be an iterable of (group_id, event) pairs")
+    level = validate.priority("priority", priority)
+    key = validate.optional_text("routing_key", routing_key)
+    group_id, event = validate.group_id, validate.event
     rows = []
     for item in items:
         if not (isinstance(item, tuple) and len(item) == 2):
             raise InvalidArgumentTypeError(
                 f"each item must be a (group_id, event) tuple, not {item!r:.80}"
             )
-        rows.append(message_row(event_type, item[0], item[1], priority, routing_key))
+        rows.append((group_id(item[0]), event(item[1], event_type), level, key))
     return rows
 
 

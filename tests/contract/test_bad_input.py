@@ -127,6 +127,26 @@ def test_publish_many_validates_every_item_before_writing_any(q: Any, db: str) -
     assert snapshot(db) == before
 
 
+def test_publish_many_refuses_a_bad_priority_or_routing_key_even_without_items(
+    q: Any, db: str
+) -> None:
+    """They apply to every item, so they are checked once, first: an empty batch with a bad
+    one is a caller's error too, not a no-op."""
+    before = snapshot(db)
+    for kwargs, error in [
+        ({"priority": 5}, VALUE),
+        ({"priority": True}, TYPE),
+        ({"routing_key": ""}, VALUE),
+        ({"routing_key": 7}, TYPE),
+    ]:
+        for items in ([], [("a", Event(kind="ok"))]):
+            with pytest.raises(error):
+                q.publish_many(items, **kwargs)
+    assert snapshot(db) == before
+    q.publish_many([], priority=4, routing_key="k")
+    assert snapshot(db) == before
+
+
 def test_a_bad_prefix_is_refused_before_a_file_is_touched(open_queue: Any, tmp_path: Any) -> None:
     target = tmp_path / "never.db"
     for prefix in ("", "1abc", "a-b", "a" * 31, "x; DROP TABLE y"):
