@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from baseline import BaselineTransport
-from common import VISIBILITY, Config, X, event, fmt, fmt_ratio, med, ratios
+from common import BATCH_PNG, BEYOND, VISIBILITY, Config, X, event, fmt, fmt_ratio, med, ratios
 
 from harel_sa import AsyncSqliteTransport, AsyncWorker, SqliteTransport, Worker
 
@@ -162,12 +162,15 @@ def run(cfg: Config) -> dict[str, Any]:
 
 
 def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Issue 16's bars on SQLite, and the bars this project added beside them (the raw
+    batched statements at NORMAL; the transport's own calls): those are marked so."""
     rows = []
 
-    def row(label: str, sync: str, a: str, b: str, goal: float) -> None:
+    def row(label: str, sync: str, a: str, b: str, goal: float, issue: bool = True) -> None:
         x = ratios(w[sync][a], w[sync][b])
         figures = f"{fmt(w[sync][a])} vs {fmt(w[sync][b])} msgs/s: {fmt_ratio(x)}"
-        rows.append((label, figures, "**met**" if med(x) >= goal else "**NOT met**"))
+        verdict = "**met**" if med(x) >= goal else "**NOT met**"
+        rows.append((label, figures, verdict if issue else f"{verdict} ({BEYOND})"))
 
     for sync, goal in (("FULL", 8.0), ("NORMAL", 3.0)):
         row(
@@ -177,12 +180,15 @@ def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
             "baseline",
             goal,
         )
+        # The issue sets the raw batched statements' bar at FULL only ("the same at NORMAL:
+        # >= 3x the baseline").
         row(
             f"Batched Worker drain ({sync}) ≥ 0.9{X} the batched baseline",
             sync,
             "Worker batched",
             "baseline batched",
             0.9,
+            issue=sync == "FULL",
         )
         row(
             f"Batched AsyncWorker drain ({sync}) ≥ 0.8{X} the batched Worker",
@@ -191,26 +197,18 @@ def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
             "Worker batched",
             0.8,
         )
-        row(
-            f"Batched drain, transport calls ({sync}) ≥ {goal:g}{X} the baseline's claim+ack",
-            sync,
-            "harel_sa batched",
-            "baseline",
-            goal,
-        )
-        row(
-            f"Batched drain, transport calls ({sync}) ≥ 0.9{X} the batched baseline",
-            sync,
-            "harel_sa batched",
-            "baseline batched",
-            0.9,
-        )
+        for label, a, b, bar in (
+            (f"≥ {goal:g}{X} the baseline's claim+ack", "harel_sa batched", "baseline", goal),
+            (f"≥ 0.9{X} the batched baseline", "harel_sa batched", "baseline batched", 0.9),
+        ):
+            row(f"Batched drain, transport calls ({sync}) {label}", sync, a, b, bar, False)
         row(
             f"Async batched drain, transport calls ({sync}) ≥ 0.8{X} the sync batched drain",
             sync,
             "harel_sa async batched",
             "harel_sa batched",
             0.8,
+            issue=False,
         )
     if "deep" in w:
         d = w["deep"]
@@ -239,6 +237,8 @@ def section(w: dict[str, Any]) -> list[str]:
         " `AsyncWorker batched` have"
         f" `concurrency={w['batch']}, batch={w['batch']}` and the default `ack_wait`; zero-work"
         " handlers, `run(until_empty=True)`.",
+        "",
+        f"![batched drains]({BATCH_PNG})",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "|".join("---" for _ in head) + "|",

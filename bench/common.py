@@ -127,6 +127,10 @@ def fmt_num(x: float) -> str:
 
 X = "\N{MULTIPLICATION SIGN}"
 DASH = "\N{EN DASH}"
+#: A verdict's note on a bar this project set beside an issue's own.
+BEYOND = "a bar beyond the issue's"
+#: The charts of bench/charts.py, as the sections that show them name them.
+BATCH_PNG, PG_PNG = "batches.png", "pg_drains.png"
 
 
 def fmt(xs: list[float], scale: float = 1.0) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import batches
+import charts
 import harel_peer
 import pg_bench
 import wal
@@ -457,6 +458,10 @@ def plots(r: dict[str, Any], out: Path) -> list[str]:
         fig.savefig(out / "processes.png", dpi=110)
         plt.close(fig)
         made.append("processes.png")
+    if "batch" in r:
+        made.append(charts.batch_plot(plt, r["batch"], out))
+    if "pg" in r:
+        made.append(charts.pg_plot(plt, r["pg"], out))
     return made
 
 

@@ -91,7 +91,7 @@ class Batches:
                 return None  # what is in the tray stays held (the batcher drops it)
             if self._tray:
                 lease = self._tray.popleft()
-                self.run.in_handlers += 1  # from now on the lease is its handler's
+                self.run.hand_over()
                 wake = self._wake_one()
             elif not self.open:
                 return None

@@ -268,8 +268,13 @@ class Run:
 
     # -- the handler -----------------------------------------------------------------------
     def handling(self) -> None:
+        """A slot hands its lease to the handler."""
         with self._lock:
-            self.in_handlers += 1
+            self.hand_over()
+
+    def hand_over(self) -> None:
+        """Under the lock: a lease goes to its handler (:meth:`leave` takes it back)."""
+        self.in_handlers += 1
 
     def settled_by_handler(self, lease: Lease[Any], how: How, delay: float) -> None:
         """The handler itself acked, nacked or dead-lettered ``lease`` (and it took)."""
