@@ -472,7 +472,8 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
     lines = [
         "# harel_sa benchmarks",
         "",
-        "Written by `bench/run.py` — do not edit by hand; rerun it. Every figure is the median"
+        "Written by `bench/run.py` — do not edit by hand; rerun it (`--render` writes it again"
+        " from `results.json`, measuring nothing). Every figure is the median"
         f" (min{DASH}max) of the repetitions; each harel_sa figure stands next to the baseline"
         " measured in the same run. A ratio is taken per repetition, between figures measured"
         " back to back (the order alternates between repetitions, so drift falls on both"

@@ -108,7 +108,14 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="keep the other workloads' results from the existing results.json in --out",
     )
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help="measure nothing: write RESULTS.md and the plots again from --out's results.json",
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        return render(args.out or HERE)
     if args.reps is None:
         args.reps = 3 if args.quick else 5
     if args.reps < 3:
@@ -176,9 +183,17 @@ def main(argv: list[str]) -> int:
         env["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     # The figures first: a report that fails to render loses no measurement.
     (out / "results.json").write_text(json.dumps({"env": env, "results": results}, indent=1))
+    log(f"wrote {out / 'results.json'}")
+    return render(out)
+
+
+def render(out: Path) -> int:
+    """RESULTS.md and the plots in ``out``, from its results.json; the targets, printed."""
+    kept = json.loads((out / "results.json").read_text())
+    results, env = kept["results"], kept["env"]
     report.plots(results, out)
     (out / "RESULTS.md").write_text(report.render(results, env))
-    log(f"wrote {out / 'RESULTS.md'}")
+    print(f"wrote {out / 'RESULTS.md'}")
     for target, figures, verdict in report.targets(results):
         print(f"  {verdict.replace('**', ''):>10}  {target}: {figures}")
     return 0
