@@ -13,12 +13,12 @@ process in it. Every queue is still drained to empty and checked as a drain is.
 
 from __future__ import annotations
 
-import queue
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pg_peers
+from procs import gather, reaped
 
 #: Seconds each process works on one queue in a turn (then finishes the call it is in).
 TURN = 0.1
@@ -98,19 +98,6 @@ def worker(
             q.close()
 
 
-def _gather(out: Any, count: int, ps: list[Any]) -> list[Any]:
-    """``count`` reports from ``out``; raises if a worker process died first."""
-    rows: list[Any] = []
-    while len(rows) < count:
-        try:
-            rows.append(out.get(timeout=1.0))
-        except queue.Empty:
-            dead = [p.exitcode for p in ps if p.exitcode not in (None, 0)]
-            if dead:
-                raise RuntimeError(f"a benchmark process failed (exit {dead[0]})") from None
-    return rows
-
-
 def drain_in_turns(
     ctx: Any, urls: dict[str, str], procs: int, rotation: int, log: Callable[[str], None]
 ) -> dict[str, dict[str, Any]]:
@@ -130,13 +117,13 @@ def drain_in_turns(
         p.start()
     seconds, turns = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0)
     left, round_ = list(names), rotation
-    try:
+    with reaped(ps):
         while left:
             k = round_ % len(left)
             for name in left[k:] + left[:k]:
                 for box in inboxes:
                     box.put(name)
-                rows: list[TurnRow] = _gather(out, procs, ps)
+                rows: list[TurnRow] = gather(out, procs, ps)
                 lasts = [r[3] for r in rows if r[3] is not None]
                 if lasts:
                     seconds[name] += max(lasts) - min(r[2] for r in rows)
@@ -146,14 +133,7 @@ def drain_in_turns(
             round_ += 1
         for box in inboxes:
             box.put(None)
-        finals = _gather(out, procs, ps)
-        for p in ps:
-            p.join(timeout=60)
-    finally:
-        for p in ps:
-            if p.is_alive():
-                p.terminate()
-                p.join()
+        finals = gather(out, procs, ps)
     log(f"  pg turns x{procs}: {turns}")
     return {
         name: {

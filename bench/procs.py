@@ -16,6 +16,8 @@ import random
 import sqlite3
 import struct
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from common import BASE, HAREL, VISIBILITY, Config, Queue, event, opened
@@ -205,15 +207,29 @@ def _run_workers(cfg: Config, variant: str, procs: int, n: int, groups: int) -> 
 
 def _collect(ps: list[Any], results: Any) -> list[Any]:
     """One result per process; if one dies first, stop the others and raise."""
+    with reaped(ps):
+        return gather(results, len(ps), ps)
+
+
+def gather(results: Any, count: int, ps: list[Any]) -> list[Any]:
+    """``count`` items from the queue ``results``; raises if one of ``ps`` died first."""
     rows: list[Any] = []
+    while len(rows) < count:
+        try:
+            rows.append(results.get(timeout=1.0))
+        except queue.Empty:
+            dead = [p.exitcode for p in ps if p.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(f"a benchmark process failed (exit {dead[0]})") from None
+    return rows
+
+
+@contextmanager
+def reaped(ps: list[Any]) -> Iterator[None]:
+    """The processes ``ps`` joined when the block ends; those still alive after 60 s, or when
+    the block raised, terminated."""
     try:
-        while len(rows) < len(ps):
-            try:
-                rows.append(results.get(timeout=1.0))
-            except queue.Empty:
-                dead = [p.exitcode for p in ps if p.exitcode not in (None, 0)]
-                if dead:
-                    raise RuntimeError(f"a benchmark process failed (exit {dead[0]})") from None
+        yield
         for p in ps:
             p.join(timeout=60)
     finally:
@@ -221,7 +237,6 @@ def _collect(ps: list[Any], results: Any) -> list[Any]:
             if p.is_alive():
                 p.terminate()
                 p.join()
-    return rows
 
 
 def jain(shares: list[float]) -> float:
