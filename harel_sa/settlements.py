@@ -43,19 +43,3 @@ def report_acks(leases: Iterable[Lease[Any]], acked: Iterable[bool]) -> None:
 #: manager's three Python calls cost more than the handler of a quick message.
 watch: Callable[[Watcher | None], Token[Watcher | None]] = _watcher.set
 unwatch: Callable[[Token[Watcher | None]], None] = _watcher.reset
-
-
-class watching:  # lower case: it reads as a function, ``with watching(watcher):``
-    """:data:`watch` and :data:`unwatch` as a context manager, for callers other than the
-    worker's hot path."""
-
-    __slots__ = ("_token", "_watcher")
-
-    def __init__(self, watcher: Watcher) -> None:
-        self._watcher = watcher
-
-    def __enter__(self) -> None:
-        self._token = watch(self._watcher)
-
-    def __exit__(self, *exc: object) -> None:
-        unwatch(self._token)

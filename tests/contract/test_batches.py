@@ -299,7 +299,10 @@ def test_the_acks_of_a_batch_that_took_are_reported_to_the_watching_worker(q: An
     q.publish("b", Event(kind="b1"))
     first, second = q.claim_many("w", VIS, 2)
     seen: list[tuple[str, str]] = []
-    with settlements.watching(lambda lease, how, delay: seen.append((lease.group_id, how))):
+    token = settlements.watch(lambda lease, how, delay: seen.append((lease.group_id, how)))
+    try:
         assert q.ack_many([first, first]) == [True, False]
         assert q.ack_many_and_claim_many([second], "w", VIS, 1) == ([True], [])
+    finally:
+        settlements.unwatch(token)
     assert seen == [("a", "acked"), ("b", "acked")]
