@@ -70,13 +70,20 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def _settle(url: str) -> None:
-    """Vacuum and analyze the database, then checkpoint the server: every timed run starts
-    with fresh statistics and no dirty page left by what ran before it (whose writes would
-    otherwise fall on its fsyncs)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")
+def _settle(*urls: str) -> None:
+    """Vacuum and analyze each database, then checkpoint the server once: every timed run
+    starts with fresh statistics and no dirty page left by what ran before it (whose writes
+    would otherwise fall on its fsyncs)."""
+    for url in urls:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE")
+    with psycopg.connect(urls[-1], autocommit=True) as conn:
         conn.execute("CHECKPOINT")
+
+
+def _sizes(cfg: Config) -> tuple[int, int]:
+    """Messages and groups of a drain, and of a publish one call per message."""
+    return cfg.size(2_000, 20_000), cfg.size(200, 2_000)
 
 
 # --- the worker processes --------------------------------------------------------------------
@@ -118,19 +125,14 @@ def _checks(rows: list[Any], n: int, groups: int | None) -> dict[str, int]:
 # --- drain and publish -----------------------------------------------------------------------
 
 
-def _fill(kind: pg_peers.GroupQueueKind, url: str, n: int, groups: int, batched: bool) -> float:
-    """Publish n messages over the groups (one call each, or publish_many in batches): msgs/s."""
+def _fill(kind: pg_peers.GroupQueueKind, url: str, n: int, groups: int) -> None:
+    """Publish n messages over the groups, untimed: ``publish_many`` in batches (one call per
+    message for a queue that has none; the publish workload times publishing)."""
     items = [(f"g{i % groups}", kind.event(i)) for i in range(n)]
     q = kind.open(url, 0)
     try:
-        t0 = time.perf_counter()
-        if batched:
-            for lo in range(0, n, BATCH):
-                q.publish_many(items[lo : lo + BATCH])
-        else:
-            for group_id, ev in items:
-                q.publish(group_id, ev)
-        return n / (time.perf_counter() - t0)
+        for lo in range(0, n, BATCH):
+            q.publish_many(items[lo : lo + BATCH])
     finally:
         q.close()
 
@@ -150,18 +152,19 @@ def _job_drain(cfg: Config, server: Server, name: str, procs: int, n: int) -> An
     return rows, checks
 
 
-def _group_drains(cfg: Config, server: Server, procs: int, rep: int) -> dict[str, Any]:
-    """Every group queue filled into a database of its own, then drained in turns by the
-    same ``procs`` processes (:mod:`pg_interleave`): per queue, its rows and checks."""
-    n, groups = cfg.size(2_000, 20_000), cfg.size(200, 2_000)
+def _group_drains(
+    cfg: Config, server: Server, procs: int, rep: int, n: int, groups: int
+) -> dict[str, Any]:
+    """Every group queue filled with ``n`` messages over ``groups`` into a database of its
+    own, then drained in turns by the same ``procs`` processes (:mod:`pg_interleave`): per
+    queue, its rows and checks."""
     urls: dict[str, str] = {}
     try:
         for name, kind in pg_peers.GROUP_QUEUES.items():
             urls[name] = server.database()
             kind.create_schema(urls[name])
-            _fill(kind, urls[name], n, groups, kind.batched_publish)  # timed by "publish"
-        for url in urls.values():
-            _settle(url)
+            _fill(kind, urls[name], n, groups)
+        _settle(*urls.values())
         drained = pg_interleave.drain_in_turns(CTX, urls, procs, rep, cfg.log)
         for name, kind in pg_peers.GROUP_QUEUES.items():
             drained[name]["checks"] = checks = _checks(drained[name]["rows"], n, groups)
@@ -178,7 +181,7 @@ def _group_drains(cfg: Config, server: Server, procs: int, rep: int) -> dict[str
 
 
 def _drains(cfg: Config, server: Server) -> dict[str, Any]:
-    n, groups = cfg.size(2_000, 20_000), cfg.size(200, 2_000)
+    n, groups = _sizes(cfg)
     # A batched drain needs a batch per process in flight at once (one lease per group).
     assert groups >= pg_peers.DRAIN_BATCH * max(PROCS), (groups, pg_peers.DRAIN_BATCH)
     names = [*pg_peers.GROUP_QUEUES, *pg_peers.JOB_QUEUES]
@@ -206,7 +209,7 @@ def _drains(cfg: Config, server: Server) -> dict[str, Any]:
     jobs = list(pg_peers.JOB_QUEUES)
     for rep in range(cfg.reps):
         for c in PROCS:
-            for name, d in _group_drains(cfg, server, c, rep).items():
+            for name, d in _group_drains(cfg, server, c, rep, n, groups).items():
                 record(name, c, d["rows"], d["checks"], d["seconds"])
             for name in jobs[rep % len(jobs) :] + jobs[: rep % len(jobs)]:
                 rows, checks = _job_drain(cfg, server, name, c, n)
@@ -225,13 +228,15 @@ def _publishes(cfg: Config, server: Server) -> dict[str, Any]:
     empty database of its own, in turns with the others (:func:`pg_interleave.
     publish_in_turns`): one call per message, then ``publish_many`` of :data:`BATCH` (the
     queues that have it)."""
+    n, groups = _sizes(cfg)
     # Batches publish 30 times as fast: 10 times the messages keep their turns many.
-    n, groups = cfg.size(2_000, 20_000), cfg.size(200, 2_000)
+    counts = {"single": n, "batched": 10 * n}
     kinds = {
         name: pg_peers.GROUP_QUEUES.get(name) or pg_peers.PUBLISH_ONLY[name]
         for name in PUBLISH_QUEUES
     }
-    out: dict[str, Any] = {"n": n, "n batched": 10 * n, "groups": groups, "batch": BATCH}
+    out: dict[str, Any] = {"n": n, "n batched": counts["batched"], "groups": groups}
+    out["batch"] = BATCH
     out["turn"] = pg_interleave.TURN
     out["impls"] = {
         name: {"label": kinds[name].label, "single": [], "batched": []} for name in kinds
@@ -244,9 +249,10 @@ def _publishes(cfg: Config, server: Server) -> dict[str, Any]:
                     if batch == 1 or kind.batched_publish:
                         urls[name] = server.database()
                         kind.create_schema(urls[name])
-                        _settle(urls[name])
-                count = n if batch == 1 else 10 * n
-                rates = pg_interleave.publish_in_turns(urls, count, groups, batch, rep)
+                _settle(*urls.values())
+                rates = pg_interleave.publish_in_turns(
+                    kinds, urls, counts[mode], groups, batch, rep
+                )
             finally:
                 for url in urls.values():
                     server.drop(url)

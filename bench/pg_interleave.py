@@ -148,16 +148,20 @@ def drain_in_turns(
 
 
 def publish_in_turns(
-    urls: dict[str, str], n: int, groups: int, batch: int, rotation: int
+    kinds: dict[str, pg_peers.GroupQueueKind],
+    urls: dict[str, str],
+    n: int,
+    groups: int,
+    batch: int,
+    rotation: int,
 ) -> dict[str, float]:
-    """msgs/s of each queue (name: an empty database with its schema) publishing ``n``
-    messages over ``groups`` groups, one call per message (``batch`` 1) or ``publish_many``
-    of ``batch``, in turns of :data:`TURN` seconds, the first round's order rotated by
-    ``rotation``; each queue's rate is over its turns only."""
-    kinds = {name: pg_peers.GROUP_QUEUES.get(name) or pg_peers.PUBLISH_ONLY[name] for name in urls}
+    """msgs/s of each queue of ``urls`` (name: an empty database with the schema of the
+    queue ``kinds`` names) publishing ``n`` messages over ``groups`` groups, one call per
+    message (``batch`` 1) or ``publish_many`` of ``batch``, in turns of :data:`TURN` seconds,
+    the first round's order rotated by ``rotation``; each queue's rate is over its turns."""
     calls: dict[str, list[Any]] = {}
-    for name, kind in kinds.items():
-        items = [(f"g{i % groups}", kind.event(i)) for i in range(n)]
+    for name in urls:
+        items = [(f"g{i % groups}", kinds[name].event(i)) for i in range(n)]
         calls[name] = items if batch == 1 else [items[i : i + batch] for i in range(0, n, batch)]
     queues = {name: kinds[name].open(url, 0) for name, url in urls.items()}
     try:
