@@ -14,10 +14,17 @@ stay single calls, made by the slot itself. Thread-safe under the run's lock.
 
 Wake-ups: a slot that finds the tray empty counts itself waiting and waits for a wake-up
 (``Run.on_wake``), which the driver counts, so none is lost between the look and the wait.
-Leases put in the tray wake one waiting slot, and a slot that takes a lease while more are
-left wakes the next (a chain: with quick handlers the first slot often empties the tray
-before the next one runs). The batcher waits on its bell (``Run.on_ring``), rung after the
-state changed: a waiter clears it, then looks again, so no ring is lost.
+Waking a thread costs more than a quick handler, so who is woken depends on how long the
+last handler took. After a slow one (or before any has returned), leases put in the tray wake
+one waiting slot and a slot that takes a lease while more are left wakes the next (a chain:
+each lease gets a slot of its own, one wake-up after the other). After a quick one (under
+``QUICK`` seconds), the slot that sent a batch takes lease after lease itself and wakes no
+other: a run of quick handlers costs no thread switch per batch. Should a handler then turn
+slow, the batcher, which wakes at least every ``STALL`` seconds while leases are out, wakes a
+slot for each lease that has waited in the tray that long with no slot taking. The batcher
+waits on its bell (``Run.on_ring``), rung after the state changed: a waiter clears it, then
+looks again, so no ring is lost; the first gathered ack rings it only when its sleep would
+outlast that ack's ``ack_wait``.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ if TYPE_CHECKING:
 
 POLL = 0.05  # how often a batcher with nothing to send looks again once stopping
 LONG = 1.0  # the batcher's longest wait on its bell (a guard: every change rings it)
+QUICK = 50e-6  # a handler quicker than this: its slot goes on with the tray, waking no other
+STALL = 0.002  # after quick handlers, the longest a lease waits in the tray before a slot is woken
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +83,9 @@ class Batches:
         self._short_until = 0.0  # no claim for free slots before then (the idle poll)
         self._sending = False  # a batch is on its way (sent by the batcher or by a slot)
         self._asleep_until = 0.0  # when the batcher's current sleep ends at the latest
+        self._quick = False  # the last handler took under QUICK seconds
+        self._moved_at = 0.0  # when a lease was last put in the tray or taken from it
+        self.clock = time.monotonic  # the batches' time (tests move it by hand)
         self.claiming = True  # False once the budget is spent or (until_empty) none was found
         self.open = True  # the batcher runs: it takes acks and hands out leases
 
@@ -90,9 +102,7 @@ class Batches:
             if self.run.stopping or self.run.done:
                 return None  # what is in the tray stays held (the batcher drops it)
             if self._tray:
-                lease = self._tray.popleft()
-                self.run.hand_over()
-                wake = self._wake_one()
+                lease, wake = self._pop(self.clock())
             elif not self.open:
                 return None
             else:
@@ -104,51 +114,66 @@ class Batches:
 
     def handled(
         self, lease: Lease[Any], outcome: Outcome, seconds: float
-    ) -> Batch | Operation | None:
+    ) -> Batch | Operation | Lease[Any] | None:
         """The handler of ``lease`` (taken from the tray) ended with ``outcome`` after
         ``seconds``; decided as :meth:`Run.plan <harel_sa.worker.run.Run.plan>` decides, in
         one section under the lock for a returned handler: its ack joins the next batch and
         the slot is free. When that makes the gathered acks due and no other batch is on its
         way, the slot sends them itself (the :class:`Batch` returned, with the claim for the
-        free slots), so a batch of quick handlers goes out without waking the batcher. An
-        :class:`Operation` (a nack, a dead letter, an ack once the batcher is done) the slot
-        sends itself, then calls :meth:`settled`. ``None``: nothing for the slot to do."""
+        free slots), so a batch of quick handlers goes out without waking the batcher; else
+        the slot's next lease, taken from the tray in the same section (as :meth:`take`
+        would). An :class:`Operation` (a nack, a dead letter, an ack once the batcher is
+        done) the slot sends itself, then calls :meth:`settled`. ``None``: nothing for the
+        slot to do (it takes next)."""
         run = self.run
         batch = None
+        following: Lease[Any] | None = None
+        wake = False
         with self._lock:
+            now = self.clock()
+            self._quick = seconds < QUICK
+            ring = False
             own = run.leave(lease)
             gathered = own is None and self.open and isinstance(outcome, Returned)
             if gathered:
                 self._acks.append(lease)
                 self._out -= 1
-                now = time.monotonic()
                 first = self._first_at is None
                 if first:
                     self._first_at = now
                 due = self._due(now)
-                # The batcher times ``ack_wait`` from the first ack; a batch due is sent by
-                # this slot, or by the sender of the batch on its way, after it.
-                ring = first and not due
+                # The batcher times ``ack_wait`` from the first ack (rung unless it wakes by
+                # then anyway); a batch due is sent by this slot, or by the sender of the
+                # batch on its way, after it.
+                ring = ring or (
+                    first and not due and self._asleep_until > now + self.options.ack_wait
+                )
                 if due and not self._sending:
                     batch = self._next_batch(now)
+                elif self._tray and not (run.stopping or run.done):
+                    following, wake = self._pop(now)
+            ring = ring or self._unwatched(now, keep=int(following is None))
         run.handler_took(seconds)
+        if wake:
+            run.on_wake(1)
+        if ring:
+            run.on_ring()
         if not gathered:
             op = run.decide(lease, outcome, own)
             if op is None:  # the handler settled its lease itself: the slot is free
                 self.settled()
             return op
-        if ring:
-            run.on_ring()
-        return batch
+        return batch or following
 
     def ready(self) -> Batch | None:
         """The gathered acks when they are due and no other batch is being sent: the sender
         of a batch looks again after it (acks gathered meanwhile may be due). ``None``:
         nothing is due, or another batch is on its way (its sender looks again after it)."""
         with self._lock:
-            if self._sending or not self._acks or not self._due(time.monotonic()):
+            now = self.clock()
+            if self._sending or not self._acks or not self._due(now):
                 return None
-            return self._next_batch(time.monotonic())
+            return self._next_batch(now)
 
     def settled(self) -> None:
         """A slot settled its lease itself (a nack, a dead letter, an ack once the batcher
@@ -161,12 +186,19 @@ class Batches:
 
     # -- the batcher -----------------------------------------------------------------------
     def next(self) -> Batch | Sleep | None:
-        """What the batcher does now: send a batch, sleep, or end (``None``)."""
-        now = time.monotonic()
+        """What the batcher does now: send a batch, sleep, or end (``None``); first, a slot
+        for each lease that waited ``STALL`` seconds in the tray with no slot taking."""
+        now = self.clock()
         with self._lock:
+            wake = self._stalled(now)
             what = self._next(now)
+            watch = self._watch(now)
+            if isinstance(what, Sleep) and watch is not None and watch < what.seconds:
+                what = Sleep(watch, what.idle)  # no chain of wake-ups: see a stall in time
             self._asleep_until = now + what.seconds if isinstance(what, Sleep) else now
-            return what
+        if wake:
+            self.run.on_wake(wake)
+        return what
 
     def _next(self, now: float) -> Batch | Sleep | None:
         """:meth:`next`, under the lock."""
@@ -221,8 +253,9 @@ class Batches:
         with self._lock:
             self._sending = False
             short = batch.limit and len(sent.leases) < batch.limit
+            now = self.clock()
             if short:
-                self._short_until = time.monotonic() + self.options.poll_interval
+                self._short_until = now + self.options.poll_interval
                 if not (sent.leases or self._out or self._acks) and run.until_empty:
                     self.claiming = False  # found nothing, and no handler may free a group
             if sent.leases and not run.stopping:
@@ -230,7 +263,10 @@ class Batches:
                 # than there are slots to take them.
                 self._tray.extend(sent.leases)
                 self._out += len(sent.leases)
-                wake = self._wake_one(keep=int(by_slot))
+                self._moved_at = now
+                # After a quick handler the sender goes on with the tray alone (the batcher
+                # watches for a stall); else the leases left wake a slot.
+                wake = not (by_slot and self._quick) and self._wake_one(keep=int(by_slot))
             # The batcher's turn: acks gathered meanwhile (their ``ack_wait``), the end, or
             # the idle poll after a short claim, unless it sleeps no longer than that already
             # (a deep group's every batch is short: no wake-up of the batcher for each).
@@ -239,6 +275,7 @@ class Batches:
                 or not self.claiming
                 or run.stopping
                 or (short and self._short_until < self._asleep_until)
+                or self._unwatched(now, keep=int(by_slot))
             )
         if wake:
             run.on_wake(1)
@@ -334,6 +371,48 @@ class Batches:
         self._waiting -= 1
         self._pending += 1
         return True
+
+    def _watch(self, now: float) -> float | None:
+        """After a quick handler, with a slot waiting to be woken: how long the batcher may
+        sleep and still see a stall in time, while leases not promised a slot are in the tray
+        or a batch (that may fill it) is on its way. ``None``: it need not watch."""
+        if not (self._quick and self._waiting):
+            return None
+        if len(self._tray) > self._pending:
+            return max(self._moved_at + STALL - now, 0.0)
+        return STALL if self._sending else None
+
+    def _pop(self, now: float) -> tuple[Lease[Any], bool]:
+        """Under the lock: the tray's next lease goes to a slot's handler; and whether to
+        wake another slot for the leases left (after a slow handler, or none yet)."""
+        lease = self._tray.popleft()
+        self.run.hand_over()
+        self._moved_at = now
+        return lease, not self._quick and self._wake_one()
+
+    def _unwatched(self, now: float, keep: int) -> bool:
+        """After a quick handler, with a slot waiting: more than ``keep`` leases are in the
+        tray (``keep``: those the caller takes next) and the batcher sleeps past ``STALL``
+        from now: ring it (it then sleeps no longer while it watches)."""
+        return (
+            self._quick
+            and self._waiting > 0
+            and len(self._tray) > keep
+            and self._asleep_until > now + STALL
+        )
+
+    def _stalled(self, now: float) -> int:
+        """After quick handlers: how many waiting slots to wake because the tray's leases
+        waited ``STALL`` seconds with no slot taking (a handler turned slow), one per lease
+        not yet promised a slot."""
+        if not (self._tray and self._quick and now >= self._moved_at + STALL):
+            return 0
+        wake = min(len(self._tray) - self._pending, self._waiting)
+        if wake <= 0:
+            return 0
+        self._waiting -= wake
+        self._pending += wake
+        return wake
 
     def _wake_waiting(self) -> int:
         """Wake every waiting slot (a stop, the end): how many."""

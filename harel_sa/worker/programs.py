@@ -120,8 +120,8 @@ def batching_slot(run: Run, batches: Batches) -> Program:
     section under the run's lock (:meth:`Batches.handled`): quick handlers cost little more
     than the call."""
     step: Handle | None = None
+    lease = batches.take()
     while True:
-        lease = batches.take()
         while isinstance(lease, Waiting):
             yield TAKE  # woken when leases are put in the tray, the batcher ends, or a stop
             lease = batches.take(woken=True)
@@ -131,9 +131,12 @@ def batching_slot(run: Run, batches: Batches) -> Program:
             step = Handle(lease, run.settled_by_handler)
         else:
             step.lease, step.outcome = lease, RETURNED
-        started = time.monotonic()
+        started = batches.clock()
         yield step
-        after = batches.handled(lease, step.outcome, time.monotonic() - started)
+        after = batches.handled(lease, step.outcome, batches.clock() - started)
+        if isinstance(after, Lease):  # taken from the tray with the ack: the next handler
+            lease = after
+            continue
         if isinstance(after, Batch):
             yield from send(run, batches, after, by_slot=True)
             while (batch := batches.ready()) is not None:
@@ -141,6 +144,7 @@ def batching_slot(run: Run, batches: Batches) -> Program:
         elif after is not None:
             yield from settle(run, after)
             batches.settled()
+        lease = batches.take()
 
 
 def batcher(run: Run, batches: Batches) -> Program:

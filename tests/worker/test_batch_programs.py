@@ -3,17 +3,20 @@ no thread: what each batch holds, who sends it and when, and what the run counts
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
 
 from harel_sa import BusyError, Event, InvalidArgumentError, Lease
 from harel_sa.worker import WorkerOptions
+from harel_sa.worker import batches as b
 from harel_sa.worker import programs as p
 from harel_sa.worker.operations import Ack, Batch, Nack, Sent
 from harel_sa.worker.outcomes import Raised
 from harel_sa.worker.run import Run
 from harel_sa.worker.steps import Bell, Call, Handle, Program, Send, Step, Take, Wait
+from tests.conftest import FakeClock
 
 OPTIONS = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=60.0, visibility=120.0)
 
@@ -31,6 +34,9 @@ class Team:
 
     def __init__(self, options: WorkerOptions = OPTIONS, **run: Any) -> None:
         self.run = Run(options, run.get("max_messages"), run.get("until_empty", False))
+        assert self.run.batches is not None
+        self.batches = self.run.batches
+        self.clock = self.batches.clock = FakeClock()  # a handler takes no time unless told
         [self.batcher, *self.slots] = p.team(self.run)
         self.rang = 0  # the batcher's bell
         self.wakes = 0  # wake-ups given to waiting slots, not yet handed to one
@@ -112,8 +118,84 @@ def test_a_slot_with_quick_handlers_takes_lease_after_lease_without_waiting() ->
     send = sending(team.finish(1))  # its ack completes the batch: it sends it itself
     assert send.batch == Batch((lease(1), lease(2), lease(3)), OPTIONS, 3)
     # Two wake-ups: one when the leases came (slot 1), one more when slot 1 took the first
-    # with leases left; none after that while the slot woken has not looked yet.
+    # with leases left (no handler had returned yet: it might be slow); none after that
+    # while the slot woken has not looked yet.
     assert team.given == 2
+
+
+def second_batch_on_slot_1(team: Team, seconds: float = 0.0) -> tuple[Step | None, int]:
+    """Slot 1 handles leases 1 to 3, each in ``seconds``, sends their acks and gets 4 to 6
+    back: its next step, and the wake-ups that came with them. The slot woken meanwhile found
+    the tray empty and waits again."""
+    team.answer(team.batch(), (), lease(1), lease(2), lease(3))
+    team.wakes = 0
+    team.step(1)  # the slot woken for the leases: it wakes another, as none has returned yet
+    for _ in range(2):
+        team.clock.advance(seconds)
+        team.finish(1)
+    team.clock.advance(seconds)
+    send = sending(team.finish(1))
+    assert team.drive() == {}  # the other slot woken finds nothing left
+    team.rang, given = 0, team.given
+    step = team.answer(send, (True,) * 3, lease(4), lease(5), lease(6), slot=1)
+    return step, team.given - given
+
+
+def test_after_a_quick_handler_the_sender_takes_its_batch_alone() -> None:
+    team = Team()
+    step, woken = second_batch_on_slot_1(team)
+    assert woken == 0  # nobody else is woken: the sender takes lease after lease
+    assert team.rang == 1  # the batcher, asleep LONG, is told to watch the tray instead
+    watch = next(team.batcher)
+    assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
+    for seq in (4, 5, 6):
+        assert isinstance(step, Handle) and step.lease.seq == seq
+        step = team.finish(1)
+    assert isinstance(step, Send) and step.batch.leases == (lease(4), lease(5), lease(6))
+    assert team.wakes == 0 and team.rang == 1  # no thread was woken for the whole batch
+    team.clock.advance(b.STALL)
+    watch = next(team.batcher)  # and while the batch is on its way, it still watches
+    assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
+
+
+def test_a_lease_left_in_the_tray_by_a_handler_turned_slow_gets_a_slot_after_stall() -> None:
+    team = Team()
+    step, _ = second_batch_on_slot_1(team)
+    assert isinstance(step, Handle) and step.lease.seq == 4  # this handler hangs
+    watch = next(team.batcher)
+    assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
+    team.clock.advance(b.STALL / 2)
+    again = next(team.batcher)  # not yet: it looks again when lease 5 has waited STALL
+    assert isinstance(again, Bell) and again.seconds == pytest.approx(b.STALL / 2)
+    assert team.wakes == 0
+    team.clock.advance(b.STALL / 2)
+    next(team.batcher)
+    assert team.wakes == 2  # one slot for each lease left: 5 and 6
+    assert team.drive() == {4: 1, 5: 2, 6: 3}
+    assert team.wakes == 0  # and no chain after that: every lease had its slot
+
+
+def test_after_a_slow_handler_each_lease_left_wakes_a_slot_in_turn() -> None:
+    team = Team()
+    step, woken = second_batch_on_slot_1(team, b.QUICK)  # as long as a wake-up costs: slow
+    assert isinstance(step, Handle) and step.lease.seq == 4
+    assert woken == 1  # a wake-up for the leases left; the slot woken wakes the next
+    assert team.drive() == {4: 1, 5: 2, 6: 3}
+
+
+def test_the_first_ack_rings_the_batcher_only_when_it_sleeps_past_ack_wait() -> None:
+    options = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=0.5)
+    team = Team(options)
+    team.answer(team.batch(), (), lease(1), lease(2), lease(3))
+    team.drive()
+    team.rang = 0
+    team.finish(1)
+    assert team.rang == 1  # asleep LONG (1 s): it must time the 0.5 s from this ack
+    wait = next(team.batcher)
+    assert isinstance(wait, Bell) and wait.seconds == 0.5
+    team.clock.advance(0.5)
+    due = next(team.batcher)  # lease 1's ack waited ack_wait: sent with what is gathered
+    assert isinstance(due, Send) and due.batch.leases == (lease(1),)
 
 
 def test_acks_are_gathered_into_one_batch_counted_only_once_it_committed() -> None:
@@ -123,13 +205,13 @@ def test_acks_are_gathered_into_one_batch_counted_only_once_it_committed() -> No
     team.drive()
     team.rang = 0
     assert isinstance(team.finish(1), Take)  # two handlers still hold leases: it waits
-    assert team.rang == 1  # the batcher times ack_wait from the first ack
+    assert team.rang == 0  # the batcher wakes (LONG) before this ack waited ack_wait anyway
     wait = next(team.batcher)
-    assert isinstance(wait, Bell) and 59 < (wait.seconds or 0) <= 60
+    assert isinstance(wait, Bell) and wait.seconds == 60  # then sleeps until ack_wait is up
     assert isinstance(team.finish(2), Take)
     send = sending(team.finish(3))  # nobody holds a lease any more: no other ack is coming
     assert send.batch == Batch(leases, OPTIONS, 3)  # one commit: three acks, three claims
-    assert team.rang == 1  # the last slot sends it: the batcher was not woken for it
+    assert team.rang == 0  # the last slot sends it: the batcher was not woken for it
     assert team.run.stats().succeeded == 0  # not durable yet: nothing counted
     team.answer(send, (True, True, True), slot=3)
     assert team.run.stats().succeeded == 3
@@ -298,6 +380,8 @@ def test_until_empty_goes_on_while_a_handler_may_free_its_group() -> None:
     options = WorkerOptions(worker_id="w", concurrency=3, batch=3, poll_interval=1e-9)
     team = Team(options, until_empty=True)
     team.answer(team.batch(), (), lease(1))  # a deep group: one lease of three asked for
+    ticks = itertools.count(team.clock.now, 1e-6)  # a microsecond passes at each look
+    team.batches.clock = lambda: next(ticks)
     k = team.drive()[1]
     again = team.batch()  # the poll is over: claim for the two free slots
     assert again.batch == Batch((), options, 2)
