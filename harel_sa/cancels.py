@@ -10,7 +10,7 @@ lets the cancellation through.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any, TypeVar
 
@@ -20,12 +20,11 @@ from harel_sa.events import Lease
 T = TypeVar("T")
 
 
-async def shielded(
-    call: Coroutine[Any, Any, T], give_back: Callable[[Lease[Any]], Awaitable[object]]
-) -> T:
+async def shielded(call: Awaitable[T], give_back: Callable[[Lease[Any]], Awaitable[object]]) -> T:
     """``call``'s result; if the caller is cancelled first, ``call`` still finishes, each lease
     in its result is handed to ``give_back``, and :class:`asyncio.CancelledError` is raised.
-    A give-back that fails leaves the lease to lapse, as a crashed worker's does."""
+    A give-back that fails leaves the lease to lapse, as a crashed worker's does. A future is
+    shielded as it is; a coroutine runs in a task of its own."""
     done = asyncio.ensure_future(call)
     try:
         return await asyncio.shield(done)

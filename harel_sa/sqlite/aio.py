@@ -6,7 +6,8 @@ however many statements it holds. An ``asyncio.Lock`` serializes whole operation
 coroutine's ``BEGIN IMMEDIATE`` never lands inside another's transaction.
 
 aiosqlite's public API offers one statement per hop; the hop itself and the sqlite3
-connection behind it are private (``Connection._execute``, ``Connection._conn``). They are
+connection behind it are private (the queue its thread serves, ``Connection._tx``, whether
+it runs, ``_running`` and ``_connection``, and the sqlite3 connection, ``_conn``). They are
 reached in one function only, :func:`in_thread`, which a unit test holds to the installed
 aiosqlite (tests/unit/test_aiosqlite_access.py).
 """
@@ -85,9 +86,10 @@ class _Driver:
         watch = await in_thread(conn, lambda c: Watch(c, busy_timeout))
         return cls(conn, display(url), watch)
 
-    async def run(self, call: Call[T]) -> T:
+    def run(self, call: Call[T]) -> asyncio.Future[T]:
+        """``call`` handed to the driver's thread; the future holds its result."""
         self.watch.before()  # in a forked child the driver's thread does not even exist
-        return await in_thread(self.conn, lambda c: self.watch.run(call, c))
+        return in_thread(self.conn, lambda c: self.watch.run(call, c))
 
     async def close(self) -> None:
         if self.watch.forked:
@@ -218,13 +220,23 @@ class AsyncSqliteTransport(AsyncTransport[E]):
             await driver.close()
 
 
-async def in_thread(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """Run ``fn`` on ``conn``'s sqlite3 connection, in ``conn``'s thread: one hop for a whole
-    operation.
+def in_thread(
+    conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]
+) -> asyncio.Future[T]:
+    """Hand ``fn`` to ``conn``'s thread, to run on its sqlite3 connection: one hop for a whole
+    operation; the future (of the running loop) holds its result or its error.
 
-    aiosqlite runs each of its own methods this way (``Connection._execute``, on the sqlite3
-    connection ``Connection._conn``); its public API offers only one statement per hop, which
-    would cost a hop per statement of a claim. The only place harel_sa reaches aiosqlite's
-    private names.
+    aiosqlite runs each of its own methods this way: ``Connection._execute`` puts a future and
+    a function on the queue its thread serves (``Connection._tx``), after checking that the
+    connection runs; the function uses the sqlite3 connection ``Connection._conn``. Its public
+    API offers only one statement per hop, which would cost a hop per statement of a claim.
+    The future is put on the queue here, not through ``_execute``: a coroutine would need a
+    task of its own to be shielded from a cancelled caller (``cancels.shielded``), and each
+    task's steps cost loop iterations on every operation. The only place harel_sa reaches
+    aiosqlite's private names.
     """
-    return await conn._execute(lambda: fn(conn._conn))  # type: ignore[no-untyped-call, no-any-return]
+    if not conn._running or conn._connection is None:  # as _execute: nobody would serve it
+        raise ValueError("Connection closed")
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    conn._tx.put_nowait((future, lambda: fn(conn._conn)))
+    return future

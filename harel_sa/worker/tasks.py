@@ -58,7 +58,7 @@ class AsyncWorker(Generic[E]):
         self._slots: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._finished = asyncio.Event()
-        self._bell = asyncio.Event()  # the batcher's
+        self._bell = Bell()  # the batcher's
         self._woken = asyncio.Semaphore(0)  # one release per wake-up
         self._loop_thread = 0
 
@@ -71,7 +71,7 @@ class AsyncWorker(Generic[E]):
         self._loop = loop = asyncio.get_running_loop()
         self._wake, self._finished = asyncio.Event(), asyncio.Event()
         run.on_stop = self._wake.set
-        self._bell, self._woken = asyncio.Event(), asyncio.Semaphore(0)
+        self._bell, self._woken = Bell(), asyncio.Semaphore(0)
         self._loop_thread = threading.get_ident()
         run.on_ring, run.on_wake = self._ring, self._wake_slots
         self._run = run
@@ -131,17 +131,19 @@ class AsyncWorker(Generic[E]):
 
     async def wait_bell(self, seconds: float | None, idle: bool) -> bool:
         heard = False
-        if seconds is None:
-            await self._bell.wait()
-        elif not self._bell.is_set():
-            heard = await self._wait_or_hear(self._bell, seconds, idle)
+        if seconds is not None and idle and self._listens and not self._bell.is_set():
+            heard = await self._wait_or_hear(self._bell, seconds, listen=True)
+        else:
+            await self._bell.wait(seconds)
         self._bell.clear()  # the program looks at the run again next: nothing rung is missed
         return heard
 
     async def wait_woken(self) -> None:
         await self._woken.acquire()
 
-    async def _wait_or_hear(self, event: asyncio.Event, seconds: float, listen: bool) -> bool:
+    async def _wait_or_hear(
+        self, event: asyncio.Event | Bell, seconds: float, listen: bool
+    ) -> bool:
         """Wait up to ``seconds`` for ``event`` or, when ``listen`` and the transport hears of
         messages (PostgreSQL), for a message to arrive (then ``True``), whichever comes first."""
         if not (listen and self._listens):  # SQLite's wait_for_messages only sleeps
@@ -187,8 +189,8 @@ class AsyncWorker(Generic[E]):
 
     async def wait_slots(self, seconds: float) -> int:
         alive = [t for t in self._slots if not t.done()]
-        if alive:
-            await asyncio.wait(alive, timeout=seconds)
+        if alive:  # as the threads' join: one slot's end, not a callback on each slot's
+            await asyncio.wait(alive[:1], timeout=seconds)
         return sum(not t.done() for t in self._slots)
 
     async def abandon(self) -> None:
@@ -219,6 +221,47 @@ class AsyncWorker(Generic[E]):
                     return
             else:
                 step = next(program, None)
+
+
+class Bell:
+    """The batcher's bell: rung on the loop, waited for by the batcher alone, up to a timeout.
+
+    While it watches the tray the batcher waits up to every ``STALL`` seconds
+    (:mod:`~harel_sa.worker.batches`), so a wait costs one future and one timer, and its
+    timeout raises nothing (``asyncio.timeout`` raises and catches an error at each)."""
+
+    def __init__(self) -> None:
+        self._rung = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        self._rung = True
+        _wake(self._waiter)
+
+    def is_set(self) -> bool:
+        return self._rung
+
+    def clear(self) -> None:
+        self._rung = False
+
+    async def wait(self, seconds: float | None = None) -> None:
+        """Until rung (at once if it is), or ``seconds`` (``None``: no timeout) passed."""
+        if self._rung:
+            return
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = None if seconds is None else loop.call_later(seconds, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+
+def _wake(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 @contextmanager

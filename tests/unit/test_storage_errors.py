@@ -75,10 +75,14 @@ class Twins:
             rows: list[tuple[Any, ...]] = queue._db.raw.execute(sql).fetchall()
             return rows
         transport = queue._transport
-        result: list[tuple[Any, ...]] = self.runner.run(
-            transport._driver.run(lambda raw: raw.execute(sql).fetchall())
-        )
-        return result
+
+        async def in_its_thread() -> list[tuple[Any, ...]]:
+            rows: list[tuple[Any, ...]] = await transport._driver.run(
+                lambda raw: raw.execute(sql).fetchall()
+            )
+            return rows
+
+        return self.runner.run(in_its_thread())
 
     def in_transaction(self, queue: Any) -> bool:
         if self.kind == "sync":
