@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harel_sa import AsyncSqliteTransport, Event, SqliteTransport
-from tests.worker.conftest import Behaviour, Running, wait_until
+from tests.worker.conftest import HANG, Behaviour, Running, wait_until
 
 Start = Callable[..., Running]
 CALLS = ("claim", "ack_and_claim", "ack", "claim_many", "ack_many", "ack_many_and_claim_many")
@@ -183,3 +183,43 @@ def test_a_deep_single_group_drains_in_order_one_lease_a_batch(
     assert stats.claimed == stats.succeeded == 6
     assert [c.event.data["n"] for c in behaviour.calls] == [0, 1, 2, 3, 4, 5]
     assert behaviour.most_running == 1  # one in flight per group
+
+
+def test_a_handler_turned_slow_after_quick_ones_holds_no_lease_of_its_batch_back(
+    start: Start, db: str
+) -> None:
+    # Eight quick messages, then "slow" and three more: the third batch of four holds "slow"
+    # first, which the slot that sent it takes (after quick handlers it takes its batch alone);
+    # the three leases after it must still get slots of their own while it blocks.
+    publish(db, *(f"q{k}" for k in range(8)), "slow", "r0", "r1", "r2")
+    release = threading.Event()
+    unblocked: list[str] = []
+
+    async def block_async() -> None:
+        while not release.is_set():
+            await asyncio.sleep(0.005)
+        unblocked.append("slow")
+
+    def block(lease: Any) -> object:
+        if lease.group_id != "slow":
+            return None
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a thread of the Worker
+            release.wait(HANG)
+            unblocked.append("slow")
+            return None
+        return block_async()
+
+    behaviour = Behaviour(does=block)
+    running = start(behaviour, run={"until_empty": True}, batch=4, concurrency=4)
+    try:
+        wait_until(
+            lambda: {c.group_id for c in behaviour.calls} >= {"slow", "r0", "r1", "r2"},
+            "the leases after the blocked handler to start",
+        )
+        assert not unblocked  # ... while "slow" still blocks
+    finally:
+        release.set()
+    stats = running.join()
+    assert stats.claimed == stats.succeeded == 12
