@@ -82,6 +82,7 @@ class Batches:
         self._first_at: float | None = None  # when the oldest gathered ack came
         self._short_until = 0.0  # no claim for free slots before then (the idle poll)
         self._sending = False  # a batch is on its way (sent by the batcher or by a slot)
+        self._coming = 0  # how many leases it claims at most
         self._asleep_until = 0.0  # when the batcher's current sleep ends at the latest
         self._quick = False  # the last handler took under QUICK seconds
         self._moved_at = 0.0  # when a lease was last put in the tray or taken from it
@@ -223,7 +224,7 @@ class Batches:
         if wanted and (now >= self._short_until or (run.until_empty and nobody_busy)):
             limit = self._reserve()
             if limit:
-                self._sending = True
+                self._sending, self._coming = True, limit
                 return Batch((), self.options, limit)
         if not self.claiming or run.stopping:
             if nobody_busy or run.grace_left() == 0:
@@ -251,7 +252,7 @@ class Batches:
                 run.claimed_many(sent.leases, seconds)
         wake = False
         with self._lock:
-            self._sending = False
+            self._sending, self._coming = False, 0
             short = batch.limit and len(sent.leases) < batch.limit
             now = self.clock()
             if short:
@@ -314,7 +315,7 @@ class Batches:
 
     def _done_sending(self) -> None:
         with self._lock:
-            self._sending = False
+            self._sending, self._coming = False, 0
         self.run.on_ring()
 
     def wake_all(self) -> None:
@@ -345,8 +346,9 @@ class Batches:
         acks = tuple(self._acks[: self._size])
         del self._acks[: self._size]
         self._first_at = now if self._acks else None
-        self._sending = True
-        return Batch(acks, self.options, self._reserve(len(acks) if now < self._short_until else 0))
+        limit = self._reserve(len(acks) if now < self._short_until else 0)
+        self._sending, self._coming = True, limit
+        return Batch(acks, self.options, limit)
 
     def _reserve(self, most: int = 0) -> int:
         """How many leases to claim for the free slots (up to ``batch``, and ``most`` if
@@ -375,12 +377,13 @@ class Batches:
     def _watch(self, now: float) -> float | None:
         """After a quick handler, with a slot waiting to be woken: how long the batcher may
         sleep and still see a stall in time, while leases not promised a slot are in the tray
-        or a batch (that may fill it) is on its way. ``None``: it need not watch."""
+        or a batch on its way may bring more than one (its sender takes the first; a deep
+        group's batches bring one). ``None``: it need not watch."""
         if not (self._quick and self._waiting):
             return None
         if len(self._tray) > self._pending:
             return max(self._moved_at + STALL - now, 0.0)
-        return STALL if self._sending else None
+        return STALL if self._coming > 1 else None
 
     def _pop(self, now: float) -> tuple[Lease[Any], bool]:
         """Under the lock: the tray's next lease goes to a slot's handler; and whether to

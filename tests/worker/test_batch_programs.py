@@ -410,6 +410,9 @@ def test_a_deep_group_goes_lease_after_lease_on_one_slot_without_waking_the_batc
     assert team.rang == 0  # the batcher is not woken for the slot's batches
     assert team.given == 1  # nor another slot: the sender takes its one lease itself
     assert team.run.stats().succeeded == 3
+    sending(team.finish(k))
+    wait = next(team.batcher)  # a batch of one on its way: no lease of it can wait in the tray
+    assert isinstance(wait, Bell) and (wait.seconds or 0) > b.STALL  # so no watch every STALL
 
 
 def test_the_batcher_in_its_idle_poll_is_not_woken_by_every_short_batch_of_a_slot() -> None:
