@@ -20,8 +20,9 @@ one waiting slot and a slot that takes a lease while more are left wakes the nex
 each lease gets a slot of its own, one wake-up after the other). After a quick one (under
 ``QUICK`` seconds), the slot that sent a batch takes lease after lease itself and wakes no
 other: a run of quick handlers costs no thread switch per batch. Should a handler then turn
-slow, the batcher, which wakes at least every ``STALL`` seconds while leases are out, wakes a
-slot for each lease that has waited in the tray that long with no slot taking. The batcher
+slow, the batcher, which wakes at least every ``STALL`` seconds while leases wait in the tray
+(or a batch on its way may bring more than its sender takes), wakes a slot for each lease that
+has waited there that long with no slot taking. The batcher
 waits on its bell (``Run.on_ring``), rung after the state changed: a waiter clears it, then
 looks again, so no ring is lost; the first gathered ack rings it only when its sleep would
 outlast that ack's ``ack_wait``.
@@ -146,9 +147,7 @@ class Batches:
                 # The batcher times ``ack_wait`` from the first ack (rung unless it wakes by
                 # then anyway); a batch due is sent by this slot, or by the sender of the
                 # batch on its way, after it.
-                ring = ring or (
-                    first and not due and self._asleep_until > now + self.options.ack_wait
-                )
+                ring = first and not due and self._asleep_until > now + self.options.ack_wait
                 if due and not self._sending:
                     batch = self._next_batch(now)
                 elif self._tray and not (run.stopping or run.done):
