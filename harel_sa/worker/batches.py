@@ -22,10 +22,10 @@ each lease gets a slot of its own, one wake-up after the other). After a quick o
 other: a run of quick handlers costs no thread switch per batch. Should a handler then turn
 slow, the batcher, which wakes at least every ``STALL`` seconds while leases wait in the tray
 (or a batch on its way may bring more than its sender takes), wakes a slot for each lease that
-has waited there that long with no slot taking. The batcher
-waits on its bell (``Run.on_ring``), rung after the state changed: a waiter clears it, then
-looks again, so no ring is lost; the first gathered ack rings it only when its sleep would
-outlast that ack's ``ack_wait``.
+has waited there that long with no slot taking. The batcher waits on its bell
+(``Run.on_ring``), rung after the state changed: a waiter clears it, then looks again, so no
+ring is lost; the first gathered ack rings it only when its sleep would outlast that ack's
+``ack_wait``.
 """
 
 from __future__ import annotations
