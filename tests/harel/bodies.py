@@ -42,11 +42,17 @@ class Job:
     count: int = 0
 
 
-def produce(job: Job, out: Any) -> None:
-    """Publish ``count`` events over ``groups`` groups; report each id once publish returned."""
+#: How long a process waits at the start for the others to be ready.
+START_TIMEOUT = 120.0
+
+
+def produce(job: Job, out: Any, start: Any) -> None:
+    """Publish ``count`` events over ``groups`` groups; report each id once publish returned.
+    Begins once every process of the test has its transport open (``start``, a barrier)."""
     from harel.spec.states import Event
 
     transport = open_transport(job.kind, job.path)
+    start.wait(START_TIMEOUT)
     published = []
     for i in range(job.count):
         event = Event(kind="job", id=f"{job.name}.{i}")
@@ -56,11 +62,14 @@ def produce(job: Job, out: Any) -> None:
     out.put((job.name, published))
 
 
-def consume(job: Job, producers_done: Any, out: Any) -> None:
+def consume(job: Job, producers_done: Any, out: Any, start: Any) -> None:
     """Claim and ack until the producers are done and the queue is empty. After every claim,
-    check in SQL that no group holds two live leases."""
+    check in SQL that no group holds two live leases. Begins once every process of the test
+    has its transport open (``start``), so a consumer slow to import does not find the queue
+    already drained by the other."""
     transport = open_transport(job.kind, job.path)
     watch = sqlite3.connect(job.path, timeout=60)
+    start.wait(START_TIMEOUT)
     delivered = []
     doubled = []
     while True:

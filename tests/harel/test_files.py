@@ -91,16 +91,18 @@ def test_both_transports_share_one_file_from_separate_processes(tmp_path: Path) 
     ctx = bodies.context()
     out = ctx.Queue()  # type: ignore[attr-defined]
     producers_done = ctx.Event()  # type: ignore[attr-defined]
+    start = ctx.Barrier(4)  # type: ignore[attr-defined]  # every process has its transport open
     producers = [
         ctx.Process(  # type: ignore[attr-defined]
-            target=bodies.produce, args=(bodies.Job(kind, path, f"{kind}-producer", 12, 150), out)
+            target=bodies.produce,
+            args=(bodies.Job(kind, path, f"{kind}-producer", 12, 150), out, start),
         )
         for kind in ("harel", "harel_sa")
     ]
     consumers = [
         ctx.Process(  # type: ignore[attr-defined]
             target=bodies.consume,
-            args=(bodies.Job(kind, path, f"{kind}-consumer"), producers_done, out),
+            args=(bodies.Job(kind, path, f"{kind}-consumer"), producers_done, out, start),
         )
         for kind in ("harel", "harel_sa")
     ]
