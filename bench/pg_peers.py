@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pg_baseline
+import pg_same_sql
 import psycopg
 
 VISIBILITY = 300.0  # seconds: no lease lapses during a drain
@@ -120,6 +121,14 @@ class Baseline:
 
     def close(self) -> None:
         self.q.close()
+
+
+class SameSql(Baseline):
+    """:class:`pg_same_sql.SameSql` as a :class:`GroupQueue` (the same calls as the
+    baseline's)."""
+
+    def __init__(self, url: str, process_index: int) -> None:
+        self.q = pg_same_sql.SameSql(url, process_index)  # type: ignore[assignment]
 
 
 class Transport:
@@ -216,6 +225,20 @@ def _baseline_kind(
     )
 
 
+def _same_sql_kind(name: str, label: str, batch: int = 1) -> GroupQueueKind:
+    return GroupQueueKind(
+        name,
+        label,
+        ("psycopg",),
+        create_schema=lambda url: _harel_sa_transport(url, True).close(),
+        open=lambda url, i: SameSql(url, i),
+        event=harel_sa_event,
+        tables=pg_same_sql.TABLES,
+        batched_publish=True,
+        batch=batch,
+    )
+
+
 BATCHED = f"batches of {DRAIN_BATCH}"
 
 GROUP_QUEUES: dict[str, GroupQueueKind] = {
@@ -233,11 +256,15 @@ GROUP_QUEUES: dict[str, GroupQueueKind] = {
         tables=("harel_transport_messages", "harel_transport_groups"),
         batched_publish=False,
     ),
+    "same SQL": _same_sql_kind("same SQL", "baseline (plain psycopg, harel_sa's SQL)"),
     "harel_sa batched": _harel_sa_kind(
         "harel_sa batched", f"harel_sa PostgresTransport, {BATCHED}", DRAIN_BATCH
     ),
     "baseline batched": _baseline_kind(
         "baseline batched", f"baseline (plain psycopg), {BATCHED}", DRAIN_BATCH
+    ),
+    "same SQL batched": _same_sql_kind(
+        "same SQL batched", f"baseline (plain psycopg, harel_sa's SQL), {BATCHED}", DRAIN_BATCH
     ),
 }
 
