@@ -643,6 +643,26 @@ def _claim_targets(cl: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _batched_against(
+    batched: dict[str, Any], other: dict[str, Any], what: str
+) -> tuple[str, str, str]:
+    """harel_sa's batched drain with 4 processes against another batched drain (bar 0.9x),
+    with the ratios at 1 and 2 processes beside."""
+    y = _x(batched["4"]["rate"], other["4"]["rate"])
+    fewer = "; ".join(
+        f"{c} process{'es' if c != '1' else ''}:"
+        f" {fmt_ratio(_x(batched[c]['rate'], other[c]['rate']))}"
+        for c in ("1", "2")
+        if c in batched and c in other
+    )
+    return (
+        f"PostgreSQL batched drain, 4 processes ≥ 0.9{X} the {what}",
+        f"{fmt(batched['4']['rate'])} vs {fmt(other['4']['rate'])} msgs/s:"
+        f" {fmt_ratio(y)} ({fewer})",
+        ("**met**" if med(y) >= 0.9 else "**NOT met**") + f" ({BEYOND})",
+    )
+
+
 def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
     """Issue 15's targets, and issue 16's on PostgreSQL: met or not once harel_sa is measured;
     until then the bars they set, from this run's anchors."""
@@ -698,41 +718,19 @@ def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
                 "**met**" if med(x) >= 1.0 else "**NOT met**",
             )
         )
-        if twin is not None:
-            y = _x(batched["4"]["rate"], twin["4"]["rate"])
-            fewer = "; ".join(
-                f"{c} process{'es' if c != '1' else ''}:"
-                f" {fmt_ratio(_x(batched[c]['rate'], twin[c]['rate']))}"
-                for c in ("1", "2")
-                if c in batched and c in twin
-            )
-            rows.append(
-                (
-                    f"PostgreSQL batched drain, 4 processes ≥ 0.9{X} the set-based batched"
-                    " baseline (plain psycopg; the bar issue 16 sets on SQLite, applied here)",
-                    f"{fmt(batched['4']['rate'])} vs {fmt(twin['4']['rate'])} msgs/s:"
-                    f" {fmt_ratio(y)} ({fewer})",
-                    ("**met**" if med(y) >= 0.9 else "**NOT met**") + f" ({BEYOND})",
-                )
-            )
-        alike = d.get(SAME_BATCHED)
-        if alike is not None:
-            y = _x(batched["4"]["rate"], alike["4"]["rate"])
-            fewer = "; ".join(
-                f"{c} process{'es' if c != '1' else ''}:"
-                f" {fmt_ratio(_x(batched[c]['rate'], alike[c]['rate']))}"
-                for c in ("1", "2")
-                if c in batched and c in alike
-            )
-            rows.append(
-                (
-                    f"PostgreSQL batched drain, 4 processes ≥ 0.9{X} the same-SQL batched"
-                    " baseline (plain psycopg, harel_sa's statements)",
-                    f"{fmt(batched['4']['rate'])} vs {fmt(alike['4']['rate'])} msgs/s:"
-                    f" {fmt_ratio(y)} ({fewer})",
-                    ("**met**" if med(y) >= 0.9 else "**NOT met**") + f" ({BEYOND})",
-                )
-            )
+        for other, what in (
+            (
+                twin,
+                "set-based batched baseline (plain psycopg; the bar issue 16 sets on SQLite,"
+                " applied here)",
+            ),
+            (
+                d.get(SAME_BATCHED),
+                "same-SQL batched baseline (plain psycopg, harel_sa's statements)",
+            ),
+        ):
+            if other is not None:
+                rows.append(_batched_against(batched, other, what))
     rows += _claim_targets(w["claim"])
     for mode in ("single", "batched"):
         mine, alike, notifying, plain = (
