@@ -1170,6 +1170,6 @@ def _findings(w: dict[str, Any]) -> list[str]:
     )
     out.append(
         f"- **What NOTIFY costs the baseline's publish** (with ÷ without): {cost}. The"
-        " publish target compares harel_sa with the baseline doing the same work."
+        " publish target compares harel_sa with the same-SQL baseline (the same statements)."
     )
     return [*out, ""]
