@@ -10,8 +10,8 @@ one throw-away server started by the run (``synchronous_commit=on``), side by si
   their own worker loops, each drain on its own. Every drain is checked: each message handled
   exactly once, in order per group.
 - **publish**: N messages published one call each, then 10 N by ``publish_many``, in turns
-  (:mod:`pg_interleave`), by harel_sa, the baseline, the baseline with harel_sa's ``NOTIFY``
-  (:data:`pg_peers.PUBLISH_ONLY`) and harel.
+  (:mod:`pg_interleave`), by harel_sa, the same-SQL baseline (:mod:`pg_same_sql`), the
+  baseline, the baseline with harel_sa's ``NOTIFY`` (:data:`pg_peers.PUBLISH_ONLY`) and harel.
 - **pgbench**: a one-row update per transaction with 1, 4 and 8 clients: the server's commit
   ceiling (a claim + ack drain makes two commits per message).
 - **claim cost** of the baseline and of harel_sa's ``PostgresTransport``: one claim (then an
