@@ -91,10 +91,11 @@ def harel_event(i: int) -> Any:
 
 
 class Baseline:
-    """:class:`pg_baseline.Baseline` as a :class:`GroupQueue`."""
+    """A plain-psycopg queue (:class:`pg_baseline.Baseline`, :class:`pg_same_sql.SameSql`:
+    the same calls) as a :class:`GroupQueue`."""
 
-    def __init__(self, url: str, process_index: int, *, notify: bool = False) -> None:
-        self.q = pg_baseline.Baseline(url, process_index, notify=notify)
+    def __init__(self, q: pg_baseline.Baseline | pg_same_sql.SameSql) -> None:
+        self.q = q
 
     def publish(self, group_id: str, event: Any) -> None:
         self.q.publish(group_id, event)
@@ -121,14 +122,6 @@ class Baseline:
 
     def close(self) -> None:
         self.q.close()
-
-
-class SameSql(Baseline):
-    """:class:`pg_same_sql.SameSql` as a :class:`GroupQueue` (the same calls as the
-    baseline's)."""
-
-    def __init__(self, url: str, process_index: int) -> None:
-        self.q = pg_same_sql.SameSql(url, process_index)  # type: ignore[assignment]
 
 
 class Transport:
@@ -217,7 +210,7 @@ def _baseline_kind(
         label,
         ("psycopg",),
         create_schema=pg_baseline.create_schema,
-        open=lambda url, i: Baseline(url, i, notify=notify),
+        open=lambda url, i: Baseline(pg_baseline.Baseline(url, i, notify=notify)),
         event=harel_sa_event,
         tables=(pg_baseline.MESSAGES, pg_baseline.GROUPS),
         batched_publish=True,
@@ -231,7 +224,7 @@ def _same_sql_kind(name: str, label: str, batch: int = 1) -> GroupQueueKind:
         label,
         ("psycopg",),
         create_schema=lambda url: _harel_sa_transport(url, True).close(),
-        open=lambda url, i: SameSql(url, i),
+        open=lambda url, i: Baseline(pg_same_sql.SameSql(url, i)),
         event=harel_sa_event,
         tables=pg_same_sql.TABLES,
         batched_publish=True,

@@ -65,8 +65,13 @@ class SameSql:
         return self.cur.fetchall()
 
     def publish(self, group_id: str, event: Event) -> None:
-        params = {"group_id": group_id, "event": event.model_dump_json(), "priority": 0}
-        self._execute(self.st.publish, {**params, "routing_key": None})
+        params = {
+            "group_id": group_id,
+            "event": event.model_dump_json(),
+            "priority": 0,
+            "routing_key": None,
+        }
+        self._execute(self.st.publish, params)
 
     def publish_many(self, items: list[tuple[str, Event]]) -> None:
         params = {
