@@ -8,6 +8,7 @@ from typing import Any
 import batches
 import charts
 import harel_peer
+import one_cpu
 import pg_bench
 import wal
 from common import BASE, DASH, HAREL, X, fmt, fmt_ratio, med, ratios
@@ -566,6 +567,8 @@ def findings(r: dict[str, Any]) -> list[str]:
             " the calls (`pause`) the lock is free often enough that SQLite's own handler"
             " shares it fairly, and more processes add throughput."
         )
+    if "batch" in r and "one_cpu" in r["batch"]:
+        out.append(one_cpu.says(r["batch"]["one_cpu"], r["batch"]))
     if "w5" in r:
         out.append(
             "- **A second writer in the same file** gets the same unfair lock: whichever side"
