@@ -17,8 +17,7 @@ N messages over G groups (filled with ``publish_many``, untimed), drained by one
 at ``synchronous`` FULL and NORMAL; and, at FULL, a deep single group (``DEEP`` messages in one
 group: one in flight per group means no batch there) drained by the unbatched and the batched
 ``Worker``. Each repetition runs the variants back to back (``RUN_ORDER``: the pairs the targets
-compare side by side), the order reversed every other repetition; then the batching ``Worker``
-and ``AsyncWorker`` again, each held to one CPU, and the thread hop alone (``one_cpu``).
+compare side by side), the order reversed every other repetition.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ import asyncio
 import time
 from typing import Any
 
-import one_cpu
 from baseline import BaselineTransport
 from common import BATCH_PNG, BEYOND, VISIBILITY, Config, X, event, fmt, fmt_ratio, med, ratios
 
@@ -74,7 +72,7 @@ async def _nothing_async(lease: Any) -> None:
     pass
 
 
-def _drain(variant: str, path: str, sync: str, items: list[tuple[str, Any]]) -> float:
+def drain(variant: str, path: str, sync: str, items: list[tuple[str, Any]]) -> float:
     """Messages per second of one drain of ``items`` by ``variant``."""
     if variant.startswith("baseline"):
         base = BaselineTransport(path, synchronous=sync)
@@ -163,18 +161,14 @@ def run(cfg: Config) -> dict[str, Any]:
     for sync in SYNCS:
         out[sync] = {v: [] for v in VARIANTS}
     out["deep"] = {v: [] for v in DEEP_VARIANTS}
-    if one_cpu.supported():
-        out["one_cpu"] = one_cpu.empty(SYNCS)
     for rep in range(cfg.reps):
         for sync in SYNCS:
             for variant in RUN_ORDER if rep % 2 == 0 else RUN_ORDER[::-1]:
                 path = str(cfg.fresh(f"batch-{variant.replace(' ', '-')}-{sync}"))
-                out[sync][variant].append(_drain(variant, path, sync, items))
+                out[sync][variant].append(drain(variant, path, sync, items))
         for variant in DEEP_VARIANTS if rep % 2 == 0 else DEEP_VARIANTS[::-1]:
             path = str(cfg.fresh(f"batch-deep-{variant.replace(' ', '-')}"))
-            out["deep"][variant].append(_drain(variant, path, "FULL", deep_items))
-        if "one_cpu" in out:
-            one_cpu.measure(out["one_cpu"], rep, SYNCS, cfg.fresh, _drain, items)
+            out["deep"][variant].append(drain(variant, path, "FULL", deep_items))
         cfg.log(f"  batch rep {rep + 1}/{cfg.reps} done")
     return out
 
@@ -228,8 +222,6 @@ def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
             0.8,
             issue=False,
         )
-    if "one_cpu" in w:
-        rows += one_cpu.targets(w["one_cpu"], w)
     if "deep" in w:
         d = w["deep"]
         x = ratios(d["Worker batched"], d["Worker"])
@@ -267,8 +259,6 @@ def section(w: dict[str, Any]) -> list[str]:
         cells = [fmt(w[sync][variant]) for sync in SYNCS]
         cells += [fmt_ratio(ratios(w[sync][variant], w[sync]["baseline"])) for sync in SYNCS]
         lines.append("| " + " | ".join([variant, *cells]) + " |")
-    if "one_cpu" in w:
-        lines += one_cpu.section(w["one_cpu"], SYNCS)
     if "deep" in w:
         d = w["deep"]
         lines += [

@@ -123,6 +123,8 @@ def targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
             )
     if "batch" in r:
         rows += batches.targets(r["batch"])
+    if "cpu" in r:
+        rows += one_cpu.targets(r["cpu"])
     if "harel" in r:
         rows += harel_peer.targets(r["harel"])
     if "pg" in r:
@@ -507,6 +509,7 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
         ("w7", wal.section),
         ("fast", section_fast),
         ("batch", batches.section),
+        ("cpu", one_cpu.section),
         ("harel", harel_peer.section),
         ("pg", pg_bench.section),
     ):
@@ -567,8 +570,8 @@ def findings(r: dict[str, Any]) -> list[str]:
             " the calls (`pause`) the lock is free often enough that SQLite's own handler"
             " shares it fairly, and more processes add throughput."
         )
-    if "batch" in r and "one_cpu" in r["batch"]:
-        out.append(one_cpu.says(r["batch"]["one_cpu"], r["batch"]))
+    if "cpu" in r:
+        out.append(one_cpu.says(r["cpu"]))
     if "w5" in r:
         out.append(
             "- **A second writer in the same file** gets the same unfair lock: whichever side"

@@ -33,6 +33,7 @@ sys.path.insert(0, str(HERE))
 
 import batches  # noqa: E402
 import harel_peer  # noqa: E402
+import one_cpu  # noqa: E402
 import pg_bench  # noqa: E402
 import procs  # noqa: E402
 import report  # noqa: E402
@@ -40,7 +41,7 @@ import wal  # noqa: E402
 import workloads  # noqa: E402
 from common import Config  # noqa: E402
 
-WORKLOADS = ("w1", "w2", "w3", "w4", "w5", "w6", "w7", "fast", "batch", "harel", "pg")
+WORKLOADS = ("w1", "w2", "w3", "w4", "w5", "w6", "w7", "fast", "batch", "cpu", "harel", "pg")
 W3_VARIANTS = ("plain", "fused", "pause", "retry", "flock", "handoff", "baseline")
 W3_QUICK = ("plain", "handoff", "baseline")
 
@@ -124,6 +125,8 @@ def main(argv: list[str]) -> int:
     unknown = set(only) - set(WORKLOADS)
     if unknown:
         parser.error(f"unknown workloads: {sorted(unknown)}")
+    if "cpu" in only and not one_cpu.supported():
+        parser.error("workload cpu holds processes to one CPU: os.sched_setaffinity (Linux) only")
     out: Path = args.out or (Path(tempfile.mkdtemp(prefix="harel-bench-")) if args.quick else HERE)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -147,6 +150,7 @@ def main(argv: list[str]) -> int:
         "w7": lambda: wal.w7_wal(cfg),
         "fast": lambda: workloads.fast_paths(cfg),
         "batch": lambda: batches.run(cfg),
+        "cpu": lambda: one_cpu.run(cfg),
         "harel": lambda: harel_peer.run(cfg),
         "pg": lambda: pg_bench.run(cfg),
     }
@@ -167,9 +171,11 @@ def main(argv: list[str]) -> int:
         kept = json.loads((out / "results.json").read_text())
         fresh = ", ".join(results)
         results = {**kept["results"], **results}
+        # A rerun on another machine says so: its figures and the others' are not comparable.
+        machine = "" if env["CPU"] == kept["env"].get("CPU") else f" on {env['CPU']}"
         env = {
             **kept["env"],
-            f"rerun of {fresh}": f"{env['command']} at {env['harel_sa']}, "
+            f"rerun of {fresh}": f"{env['command']} at {env['harel_sa']}{machine}, "
             f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
         }
     total = time.monotonic() - started
