@@ -185,6 +185,8 @@ def says(w: dict[str, Any]) -> str:
         f" with the process free to use every CPU, {one:.0f} µs held to one CPU, where waking"
         " the other thread is a switch on the same CPU, not the wake-up of another. With each"
         f" process held to one CPU the AsyncWorker reaches {held} the Worker. Python's lock"
-        " lets one thread run at a time, so an AsyncWorker process gives up little by being"
-        " held to one CPU (`taskset -c N`, `os.sched_setaffinity`)."
+        " lets one thread run at a time, so a worker process whose handlers hold it (quick"
+        " handlers, or ones that wait on I/O) gives up little by being held to one CPU"
+        " (`taskset -c N`, `os.sched_setaffinity`); handlers that spend their time in code"
+        " that lets go of it (compression, numpy) would."
     )
