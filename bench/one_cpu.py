@@ -102,9 +102,9 @@ def run(cfg: Config) -> dict[str, Any]:
         for work in HOP_WORK:
             for place in places:
                 out["hops"][place][str(work)].append(in_child(place == ONE, hop, work))
+        pair = PAIR if rep % 2 == 0 else PAIR[::-1]
         for sync in batches.SYNCS:
-            runs = [(place, variant) for place in places for variant in PAIR]
-            for place, variant in runs if rep % 2 == 0 else runs[::-1]:
+            for place, variant in [(place, variant) for place in places for variant in pair]:
                 path = str(cfg.fresh(f"cpu-{place.replace(' ', '-')}-{variant.replace(' ', '-')}"))
                 rate = in_child(place == ONE, batches.drain, variant, path, sync, items)
                 out["drains"][place][sync][variant].append(rate)
