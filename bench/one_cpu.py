@@ -156,7 +156,7 @@ def section(w: dict[str, Any]) -> list[str]:
         " zero-work handlers), each in a child process of its own: free to use every CPU, or"
         " held to one (`os.sched_setaffinity`). And the transport's hop alone"
         " (`harel_sa.sqlite.aio.in_thread`), carrying a function that holds the thread for"
-        " 0 or 1 ms: its mean round trip beyond that work.",
+        f" {_ms(HOP_WORK)}: its mean round trip beyond that work.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "|".join("---" for _ in head) + "|",
@@ -190,3 +190,8 @@ def says(w: dict[str, Any]) -> str:
         " (`taskset -c N`, `os.sched_setaffinity`); handlers that spend their time in code"
         " that lets go of it (compression, numpy) would."
     )
+
+
+def _ms(works: tuple[float, ...]) -> str:
+    """``(0.0, 0.001)`` as ``0 or 1 ms``."""
+    return " or ".join(f"{1000 * w:g}" for w in works) + " ms"

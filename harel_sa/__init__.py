@@ -3,8 +3,13 @@
 Producers ``publish`` events into groups; workers ``claim`` a group's head under a lease, then
 ``ack`` or ``nack`` it. FIFO within a group, one message in flight per group, round-robin
 across groups, with a priority floor and routing keys.
+
+The errors are imported with the package; every other name when first asked for, from the
+module that defines it: a program that needs only the schema (a host's Alembic environment,
+``harel-sa db``) does not pay for pydantic, asyncio, the workers or PostgreSQL's driver.
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from harel_sa.errors import (
@@ -23,37 +28,58 @@ from harel_sa.errors import (
     StorageFullError,
     TransportClosedError,
 )
-from harel_sa.events import Event, Lease
-from harel_sa.models import (
-    Bucket,
-    DeadMessage,
-    PriorityBucket,
-    QueuedMessage,
-    RoutingBucket,
-    Stats,
-)
-from harel_sa.schema import HEAD_REVISION, Names, metadata, schema_for
-from harel_sa.sqlite.aio import AsyncSqliteTransport
-from harel_sa.sqlite.transport import SqliteTransport
-from harel_sa.worker import AsyncWorker, DeadLetter, Retry, Worker
 
 if TYPE_CHECKING:
+    from harel_sa.events import Event, Lease
+    from harel_sa.models import (
+        Bucket,
+        DeadMessage,
+        PriorityBucket,
+        QueuedMessage,
+        RoutingBucket,
+        Stats,
+    )
     from harel_sa.postgres.aio import AsyncPostgresTransport
     from harel_sa.postgres.transport import PostgresTransport
+    from harel_sa.schema import HEAD_REVISION, Names, metadata, schema_for
+    from harel_sa.sqlite.aio import AsyncSqliteTransport
+    from harel_sa.sqlite.transport import SqliteTransport
+    from harel_sa.worker import AsyncWorker, DeadLetter, Retry, Worker
+
+#: Where each name that is not an error is defined (the PostgreSQL transports need the
+#: ``postgres`` extra).
+_HOMES = {
+    "Event": "harel_sa.events",
+    "Lease": "harel_sa.events",
+    "Bucket": "harel_sa.models",
+    "DeadMessage": "harel_sa.models",
+    "PriorityBucket": "harel_sa.models",
+    "QueuedMessage": "harel_sa.models",
+    "RoutingBucket": "harel_sa.models",
+    "Stats": "harel_sa.models",
+    "HEAD_REVISION": "harel_sa.schema",
+    "Names": "harel_sa.schema",
+    "metadata": "harel_sa.schema",
+    "schema_for": "harel_sa.schema",
+    "AsyncSqliteTransport": "harel_sa.sqlite.aio",
+    "SqliteTransport": "harel_sa.sqlite.transport",
+    "AsyncWorker": "harel_sa.worker",
+    "DeadLetter": "harel_sa.worker",
+    "Retry": "harel_sa.worker",
+    "Worker": "harel_sa.worker",
+    "AsyncPostgresTransport": "harel_sa.postgres.aio",
+    "PostgresTransport": "harel_sa.postgres.transport",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """``harel_sa.__version__``: the installed package's version, read from its metadata
-    when first asked for (importlib.metadata costs an import nobody else needs); and
-    ``PostgresTransport``, imported when first asked for (it needs the ``postgres`` extra)."""
-    if name == "PostgresTransport":
-        from harel_sa.postgres.transport import PostgresTransport
-
-        return PostgresTransport
-    if name == "AsyncPostgresTransport":
-        from harel_sa.postgres.aio import AsyncPostgresTransport
-
-        return AsyncPostgresTransport
+    """A public name, imported from its module when first asked for (then kept); and
+    ``harel_sa.__version__``, the installed package's version, read from its metadata."""
+    home = _HOMES.get(name)
+    if home is not None:
+        value = getattr(import_module(home), name)
+        globals()[name] = value
+        return value
     if name != "__version__":
         raise AttributeError(f"module 'harel_sa' has no attribute {name!r}")
     from importlib.metadata import PackageNotFoundError, version
@@ -62,6 +88,10 @@ def __getattr__(name: str) -> Any:
         return version("harel-sa")
     except PackageNotFoundError:  # pragma: no cover - run from a bare source tree
         return "0+unknown"
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [

@@ -2,5 +2,5 @@
 
 from harel_sa.cli import main
 
-if __name__ == "__main__":  # a spawned demo process imports this module too
+if __name__ == "__main__":  # a demo child process imports this module too
     raise SystemExit(main())

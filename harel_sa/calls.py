@@ -24,7 +24,7 @@ from harel_sa import validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
-from harel_sa.schema import Names
+from harel_sa.schema import MAX_PRIORITY, Names
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -40,7 +40,7 @@ Row = tuple[str, str, int, str | None]
 class ClaimSpec:
     """What a claim asks for, validated; built once per call by the transports.
 
-    ``min_priority`` is in 0-:data:`~harel_sa.validate.MAX_PRIORITY` (a floor below 0 is 0),
+    ``min_priority`` is in 0-:data:`~harel_sa.schema.MAX_PRIORITY` (a floor below 0 is 0),
     so every dialect's statement for it exists. A floor above ``MAX_PRIORITY`` matches no group:
     ``claims_nothing`` is then true, and the backends skip the claim (a fused call still
     acks), sending no select for it.
@@ -105,12 +105,12 @@ def claim_spec(
         event_type=event_type,
         worker_id=validate.required_text("worker_id", worker_id),
         visibility=validate.seconds("visibility", visibility, allow_zero=False),
-        min_priority=min(floor, validate.MAX_PRIORITY),
+        min_priority=min(floor, MAX_PRIORITY),
         routing_keys=validate.routing_keys(routing_keys) or (),
         max_deliveries=(
             None if max_deliveries is None else validate.count("max_deliveries", max_deliveries)
         ),
-        claims_nothing=floor > validate.MAX_PRIORITY,
+        claims_nothing=floor > MAX_PRIORITY,
     )
 
 

@@ -32,7 +32,10 @@ from sqlalchemy.sql.compiler import DDLCompiler
 from sqlalchemy.types import TypeEngine
 
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
-from harel_sa.validate import MAX_PRIORITY
+
+#: The highest priority a message may have (0 is the lowest): a claim's floor has an index
+#: of its own for each priority above 0.
+MAX_PRIORITY = 4
 
 #: The newest harel_sa Alembic revision; a test holds it equal to the revisions' head.
 HEAD_REVISION = "harel_sa_0006"

@@ -14,8 +14,7 @@ from pydantic import BaseModel
 
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import Lease
-
-MAX_PRIORITY = 4
+from harel_sa.schema import MAX_PRIORITY
 
 
 def text(name: str, value: object) -> str:

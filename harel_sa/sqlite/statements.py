@@ -24,8 +24,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from harel_sa.schema import Names
-from harel_sa.validate import MAX_PRIORITY
+from harel_sa.schema import MAX_PRIORITY, Names
 
 #: ``locked_by`` of a parked message (``nack(delay > 0)``); the original transport's sentinel.
 PARKED = "__parked__"

@@ -3,11 +3,17 @@ catches what it must (lost, duplicated and reordered deliveries)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
-from harel_sa import Event, SqliteTransport
+from harel_sa import Event, Names, SqliteTransport
 from harel_sa.demo import verify
-from tests.cli.conftest import Cli, as_json, one_line_error
+from tests.cli.conftest import ROOT, Cli, as_json, one_line_error
 
 SMALL = ["--messages", "400", "--groups", "20", "--workers", "2", "--producers", "2"]
 
@@ -76,3 +82,58 @@ def test_a_demo_that_cannot_finish_exits_1(cli: Cli, tmp_path: Path) -> None:
     done = cli("demo", "--db", db, *slow)
     assert done.returncode == 1
     assert "FAILED: timed out" in done.stdout
+
+
+def test_ctrl_c_stops_the_whole_demo_quietly(tmp_path: Path) -> None:
+    """A Ctrl-C reaches every process of the terminal's process group: the children ignore
+    it (the parent stops them), the parent says ``interrupted`` and exits 130, and no
+    process of the demo (nor its forkserver) is left behind."""
+    db = tmp_path / "big.db"
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "harel_sa", "demo", "--db", str(db), "--messages", "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,  # its own process group, as a terminal's job
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _claiming(db):  # the children run: publishing and claiming
+            assert demo.poll() is None and time.monotonic() < deadline, demo.communicate()
+            time.sleep(0.05)
+        os.killpg(demo.pid, signal.SIGINT)
+        _, err = demo.communicate(timeout=60)
+        assert demo.returncode == 130, err
+        assert err.strip() == "harel-sa: interrupted", err  # no child's traceback
+        assert _group_alive(demo.pid, within=30) is False
+    finally:
+        if _group_alive(demo.pid, within=0):
+            os.killpg(demo.pid, signal.SIGKILL)
+
+
+def _claiming(db: Path) -> bool:
+    """Whether a worker of the demo holds a lease (its tables exist and are in use)."""
+    if not db.exists():
+        return False
+    with sqlite3.connect(db, timeout=5) as conn:
+        try:
+            (leased,) = conn.execute(
+                f"SELECT count(*) FROM {Names('harel').messages} WHERE locked_by IS NOT NULL"
+            ).fetchone()
+        except sqlite3.OperationalError:  # not created yet
+            return False
+    return bool(leased)
+
+
+def _group_alive(pgid: int, within: float) -> bool:
+    """Whether a process of group ``pgid`` is still running after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.05)

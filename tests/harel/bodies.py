@@ -3,24 +3,15 @@ process of its own, producing into and draining one file at once."""
 
 from __future__ import annotations
 
-import multiprocessing
 import sqlite3
 import time
 from dataclasses import dataclass
-from multiprocessing.context import BaseContext
 from typing import Any
 
 LIVE_LEASES_PER_GROUP = (
     "SELECT group_id FROM harel_transport_messages WHERE locked_by IS NOT NULL "
     "AND locked_by != '__parked__' AND lock_expiry >= ? GROUP BY group_id HAVING count(*) > 1"
 )
-
-
-def context() -> BaseContext:
-    """Fork server: children start from a process that never opened SQLite."""
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__])
-    return ctx
 
 
 def open_transport(kind: str, path: str) -> Any:

@@ -13,6 +13,7 @@ from harel.engine.transport import SqliteTransport as HarelTransport
 from harel.spec.states import Event as HarelEvent
 
 from harel_sa import Event, SqliteTransport
+from tests import forkserver
 from tests.checks import assert_nothing_stranded
 from tests.conftest import FakeClock
 from tests.harel import bodies
@@ -88,7 +89,7 @@ def test_a_file_harel_sa_wrote_is_drained_by_harels_transport(tmp_path: Path) ->
 def test_both_transports_share_one_file_from_separate_processes(tmp_path: Path) -> None:
     path = str(tmp_path / "queue.db")
     HarelTransport(path).close()  # the file starts as harel made it; harel_sa upgrades it live
-    ctx = bodies.context()
+    ctx = forkserver.context()
     out = ctx.Queue()  # type: ignore[attr-defined]
     producers_done = ctx.Event()  # type: ignore[attr-defined]
     start = ctx.Barrier(4)  # type: ignore[attr-defined]  # every process has its transport open

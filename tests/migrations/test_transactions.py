@@ -6,7 +6,6 @@ in the same run are rolled back too), and processes upgrading at once serialize.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import shutil
 import textwrap
 from pathlib import Path
@@ -18,6 +17,7 @@ from alembic.config import Config
 
 from harel_sa import HEAD_REVISION
 from harel_sa import migrations as mig
+from tests import forkserver
 from tests.conftest import FakeClock
 from tests.migrations.helpers import (
     REPO,
@@ -194,7 +194,7 @@ def _upgrade_together(path: str, barrier: Any, results: Any) -> None:
 
 def test_processes_upgrading_one_empty_file_at_once_serialize(tmp_path: Path) -> None:
     path = str(tmp_path / "queue.db")
-    ctx = multiprocessing.get_context("spawn")
+    ctx = forkserver.context()
     barrier, results = ctx.Barrier(3), ctx.Queue()
     procs = [ctx.Process(target=_upgrade_together, args=(path, barrier, results)) for _ in "abc"]
     for p in procs:

@@ -9,7 +9,6 @@ holds for processes draining in batches (``claim_many``, ``ack_many``,
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 import time
 from typing import Any
@@ -18,6 +17,7 @@ import psycopg
 
 from harel_sa import Event, PostgresTransport
 from harel_sa.schema import Names
+from tests import forkserver
 
 NAMES = Names()
 PROCESSES = 8
@@ -77,7 +77,7 @@ def fill(url: str) -> None:
 
 def test_eight_processes_deliver_every_message_once_in_order_in_parallel(pg_url: str) -> None:
     fill(pg_url)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = forkserver.context()
     start, results = ctx.Event(), ctx.Queue()
     procs = [ctx.Process(target=work, args=(pg_url, i, start, results)) for i in range(PROCESSES)]
     for p in procs:
@@ -176,7 +176,7 @@ def drain_in_batches(url: str, index: int, ready: Any, start: Any, results: Any)
 
 def test_processes_draining_in_batches_deliver_every_message_once_in_order(pg_url: str) -> None:
     fill(pg_url)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = forkserver.context()
     ready, start, results = ctx.Queue(), ctx.Event(), ctx.Queue()
     procs = [
         ctx.Process(target=drain_in_batches, args=(pg_url, i, ready, start, results))

@@ -17,7 +17,6 @@ place real time is needed, for a killed worker's lease to lapse.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import time
@@ -31,7 +30,7 @@ import psycopg
 import pytest
 
 from harel_sa import BusyError, ConnectionLostError, PostgresTransport
-from tests import pg_cluster
+from tests import forkserver, pg_cluster
 from tests.checks import stranded
 from tests.contract.raw import PgRaw
 from tests.flag import Flag
@@ -67,7 +66,7 @@ def own_server() -> Iterator[pg_cluster.Cluster]:
 
 class Fleet:
     def __init__(self, url: str, logs: Path) -> None:
-        self.ctx = multiprocessing.get_context("spawn")
+        self.ctx = forkserver.context()
         self.url, self.logs = url, logs
         self.stop = Flag(self.ctx)  # not an Event: workers are SIGKILLed (tests/flag.py)
         self.workers: dict[int, Any] = {}

@@ -10,7 +10,6 @@ past a notification and far short of the poll interval).
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +28,7 @@ from harel_sa import (
 )
 from harel_sa.postgres.statements import channel
 from harel_sa.schema import Names
+from tests import forkserver
 
 POLL = 30.0  # the workers' poll interval: far longer than the test waits
 DEADLINE = 20.0  # seconds to wait for a notified worker: a bound, not a timing
@@ -97,7 +97,7 @@ def test_the_async_twin_hears_the_same(pg_url: str) -> None:
 
 
 def publish_from_another_process(url: str) -> None:
-    ctx = multiprocessing.get_context("spawn")
+    ctx = forkserver.context()
     p = ctx.Process(target=publish_one, args=(url, "wake"))
     p.start()
     p.join(60)

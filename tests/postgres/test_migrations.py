@@ -4,7 +4,6 @@ files (their PostgreSQL branches), harel_sa's own Alembic environment and ``hare
 
 from __future__ import annotations
 
-import multiprocessing
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from harel_sa import HEAD_REVISION, Names
 from harel_sa import migrations as mig
 from harel_sa.alembic_env import comparison, migration_url, only_harel_sa
 from harel_sa.state import read
+from tests import forkserver
 from tests.migrations.test_frozen import golden
 
 REPO = Path(__file__).resolve().parents[2]
@@ -277,7 +277,7 @@ def _upgrade(url: str, start: Any) -> None:
 def test_concurrent_upgrades_serialize(pg_url: str) -> None:
     """Processes that upgrade one prefix at the same moment take turns on the advisory lock:
     every one succeeds, and the database is at head once, with one record."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = forkserver.context()
     start = ctx.Event()
     procs = [ctx.Process(target=_upgrade, args=(pg_url, start)) for _ in range(4)]
     for p in procs:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 import os
 import random
 import signal
@@ -25,7 +24,6 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -59,15 +57,6 @@ WORKER_POINTS: list[tuple[str, str]] = [
     ("ack", "returned"),
     ("extend", "COMMIT"),
 ]
-
-
-def context() -> BaseContext:
-    """Fork server: children fork from a clean process that has never opened SQLite (forking
-    a process that holds SQLite connections is unsafe), with this module preloaded so a
-    restart costs a fork, not an interpreter start."""
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__])
-    return ctx
 
 
 class Log:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harel_sa import Event, SqliteTransport
-from tests.processes.bodies import context
+from tests.forkserver import context
 
 HANG = 60.0  # a guard against hangs, never a timing assertion
 FAST = 30.0

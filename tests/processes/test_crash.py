@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from tests import forkserver
 from tests.flag import Flag
 from tests.processes import bodies
 from tests.processes.bodies import PHASES, Plan, ProducerConfig, WorkerConfig
@@ -52,7 +53,7 @@ class Fleet:
 
     def __init__(self, path: str, logs: Path, seed: int, batch: int = 1) -> None:
         self.batch = batch  # above 1: the workers are batching harel_sa Workers
-        self.ctx = bodies.context()
+        self.ctx = forkserver.context()
         self.path = path
         self.logs = logs
         self.rng = random.Random(seed)

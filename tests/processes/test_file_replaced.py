@@ -22,7 +22,7 @@ import pytest
 
 from harel_sa import AsyncSqliteTransport, DatabaseReplacedError, Event, SqliteTransport, schema_for
 from harel_sa.sqlite.watch import FILE_CHECK_INTERVAL
-from tests.processes.bodies import context
+from tests.forkserver import context
 
 M = schema_for().names.messages
 PAUSE = 5 * FILE_CHECK_INTERVAL  # between a producer's publishes: each one is checked

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from harel_sa import AsyncSqliteTransport, Event, HarelSAError, SqliteTransport
-from tests.processes.bodies import context
+from tests.forkserver import context
 
 HANG = 120.0  # a guard against hangs, never a timing assertion
 

@@ -20,7 +20,7 @@ import pytest
 
 from harel_sa import Event, SqliteTransport
 from harel_sa.sqlite import watch as watch_module
-from tests.processes.bodies import context
+from tests.forkserver import context
 
 LIMIT = 1024 * 1024
 HANG = 120.0  # a guard against hangs, never a timing assertion

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from harel_sa import Event, SqliteTransport
+from tests import forkserver
 from tests.processes import bodies
 from tests.processes.bodies import ProducerConfig, WorkerConfig
 
@@ -21,7 +22,7 @@ def test_worker_processes_drain_one_file_exactly_once_in_order(tmp_path: Path) -
     path = str(tmp_path / "queue.db")
     logs = tmp_path / "logs"
     logs.mkdir()
-    ctx = bodies.context()
+    ctx = forkserver.context()
 
     expected: dict[str, list[str]] = {}
     with SqliteTransport(path) as t:  # a backlog, published before the workers start

@@ -8,7 +8,7 @@ import pytest
 
 from harel_sa import Event, InvalidArgumentTypeError
 from harel_sa.calls import ClaimSpecs, claim_spec
-from harel_sa.validate import MAX_PRIORITY
+from harel_sa.schema import MAX_PRIORITY
 
 
 @pytest.mark.parametrize(
