@@ -6,7 +6,8 @@ across groups, with a priority floor and routing keys.
 
 The errors are imported with the package; every other name when first asked for, from the
 module that defines it: a program that needs only the schema (a host's Alembic environment,
-``harel-sa db``) does not pay for pydantic, asyncio, the workers or PostgreSQL's driver.
+its models beside harel_sa's tables) does not pay for pydantic, the workers or PostgreSQL's
+driver.
 """
 
 from importlib import import_module

@@ -17,7 +17,14 @@ from __future__ import annotations
 import multiprocessing
 from multiprocessing.context import BaseContext
 
-PRELOAD = ["harel_sa", "harel_sa.postgres.transport", "harel.engine.transport"]
+#: The modules themselves, not the package: ``import harel_sa`` alone imports only its errors.
+PRELOAD = [
+    "harel_sa.sqlite.transport",
+    "harel_sa.sqlite.aio",
+    "harel_sa.worker",
+    "harel_sa.postgres.transport",
+    "harel.engine.transport",
+]
 
 
 def context() -> BaseContext:
