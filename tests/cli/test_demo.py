@@ -96,6 +96,9 @@ def test_ctrl_c_stops_the_whole_demo_quietly(tmp_path: Path) -> None:
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         start_new_session=True,  # its own process group, as a terminal's job
+        # As from a terminal: SIGINT not ignored, even when this run inherited it ignored (a
+        # shell's background job, as CI runs the suites side by side).
+        preexec_fn=_default_sigint,
     )
     try:
         deadline = time.monotonic() + 60
@@ -110,6 +113,10 @@ def test_ctrl_c_stops_the_whole_demo_quietly(tmp_path: Path) -> None:
     finally:
         if _group_alive(demo.pid, within=0):
             os.killpg(demo.pid, signal.SIGKILL)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _claiming(db: Path) -> bool:
