@@ -10,9 +10,9 @@ its models beside harel_sa's tables) does not pay for pydantic, the workers or P
 driver.
 """
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from harel_sa import lazy
 from harel_sa.errors import (
     BusyError,
     ConnectionLostError,
@@ -71,18 +71,14 @@ _HOMES = {
     "AsyncPostgresTransport": "harel_sa.postgres.aio",
     "PostgresTransport": "harel_sa.postgres.transport",
 }
+_import = lazy.importer(globals(), _HOMES)
 
 
 def __getattr__(name: str) -> Any:
     """A public name, imported from its module when first asked for (then kept); and
     ``harel_sa.__version__``, the installed package's version, read from its metadata."""
-    home = _HOMES.get(name)
-    if home is not None:
-        value = getattr(import_module(home), name)
-        globals()[name] = value
-        return value
     if name != "__version__":
-        raise AttributeError(f"module 'harel_sa' has no attribute {name!r}")
+        return _import(name)
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -91,8 +87,7 @@ def __getattr__(name: str) -> Any:
         return "0+unknown"
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__dir__ = lazy.lister(globals())
 
 
 __all__ = [

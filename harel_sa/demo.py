@@ -256,7 +256,7 @@ def _context() -> Any:
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__, "harel_sa.worker"])
+    ctx.set_forkserver_preload([__name__, "harel_sa.worker.threads"])
     return ctx
 
 

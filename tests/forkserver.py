@@ -17,11 +17,13 @@ from __future__ import annotations
 import multiprocessing
 from multiprocessing.context import BaseContext
 
-#: The modules themselves, not the package: ``import harel_sa`` alone imports only its errors.
+#: The modules themselves, not the packages: ``import harel_sa`` alone imports only its errors,
+#: ``import harel_sa.worker`` nothing of the workers.
 PRELOAD = [
     "harel_sa.sqlite.transport",
     "harel_sa.sqlite.aio",
-    "harel_sa.worker",
+    "harel_sa.worker.threads",
+    "harel_sa.worker.tasks",
     "harel_sa.postgres.transport",
     "harel.engine.transport",
 ]

@@ -21,17 +21,16 @@ import sys
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harel_sa import (
-    AsyncSqliteTransport,
-    AsyncWorker,
-    Worker,
-)
+import harel_sa
 from harel_sa.cli import logs
 from harel_sa.cli.common import OK, CliError, Commands, Target, open_queue, queue_target
 from harel_sa.postgres.connect import is_postgresql
-from harel_sa.worker import DEFAULT_ACK_WAIT, DEFAULT_MAX_DELIVERIES, WorkerStats
+from harel_sa.worker import DEFAULT_ACK_WAIT, DEFAULT_MAX_DELIVERIES
+
+if TYPE_CHECKING:
+    from harel_sa.worker import WorkerStats
 
 log = logging.getLogger("harel_sa.cli")
 
@@ -259,7 +258,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             asyncio.run(_run_async(t, handler, options, run))
         else:
             with open_queue(t) as queue:
-                Worker(queue, handler, **options).run(**run)
+                harel_sa.Worker(queue, handler, **options).run(**run)
     return OK
 
 
@@ -272,9 +271,11 @@ async def _run_async(
 
         queue = await AsyncPostgresTransport.create(t.api, prefix=t.prefix, create_schema=False)
     else:
-        queue = await AsyncSqliteTransport.create(t.api, prefix=t.prefix, create_schema=False)
+        queue = await harel_sa.AsyncSqliteTransport.create(
+            t.api, prefix=t.prefix, create_schema=False
+        )
     try:
-        return await AsyncWorker(queue, handler, **options).run(**run)
+        return await harel_sa.AsyncWorker(queue, handler, **options).run(**run)
     finally:
         await queue.close()
 

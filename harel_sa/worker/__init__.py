@@ -34,18 +34,42 @@ each message) and never configures logging. Delivery is at least once: a handler
 its lease (heartbeat starved, lease lost, process killed) may see its message again.
 """
 
-from harel_sa.worker.control import DeadLetter, HandlerControl, Retry
-from harel_sa.worker.observe import Observer
-from harel_sa.worker.options import (
-    DEFAULT_ACK_WAIT,
-    DEFAULT_MAX_DELIVERIES,
-    Backoff,
-    WorkerKwargs,
-    WorkerOptions,
-)
-from harel_sa.worker.run import WorkerStats
-from harel_sa.worker.tasks import AsyncWorker
-from harel_sa.worker.threads import Worker
+from typing import TYPE_CHECKING
+
+from harel_sa import lazy
+
+if TYPE_CHECKING:
+    from harel_sa.worker.control import DeadLetter, HandlerControl, Retry
+    from harel_sa.worker.observe import Observer
+    from harel_sa.worker.options import (
+        DEFAULT_ACK_WAIT,
+        DEFAULT_MAX_DELIVERIES,
+        Backoff,
+        WorkerKwargs,
+        WorkerOptions,
+    )
+    from harel_sa.worker.run import WorkerStats
+    from harel_sa.worker.tasks import AsyncWorker
+    from harel_sa.worker.threads import Worker
+
+#: Where each name is defined: imported when first asked for, so that the options (say, for a
+#: command's defaults) cost none of the drivers.
+_HOMES = {
+    "DeadLetter": "harel_sa.worker.control",
+    "HandlerControl": "harel_sa.worker.control",
+    "Retry": "harel_sa.worker.control",
+    "Observer": "harel_sa.worker.observe",
+    "DEFAULT_ACK_WAIT": "harel_sa.worker.options",
+    "DEFAULT_MAX_DELIVERIES": "harel_sa.worker.options",
+    "Backoff": "harel_sa.worker.options",
+    "WorkerKwargs": "harel_sa.worker.options",
+    "WorkerOptions": "harel_sa.worker.options",
+    "WorkerStats": "harel_sa.worker.run",
+    "AsyncWorker": "harel_sa.worker.tasks",
+    "Worker": "harel_sa.worker.threads",
+}
+__getattr__ = lazy.importer(globals(), _HOMES)
+__dir__ = lazy.lister(globals())
 
 __all__ = [
     "DEFAULT_ACK_WAIT",

@@ -1,6 +1,6 @@
 """The package's face: every public name resolves to the object its module defines, and a
-program that needs only the schema (a host's Alembic environment, ``harel-sa db``) imports
-no more than that."""
+program that needs only the schema (a host's Alembic environment, its models declared beside
+harel_sa's tables) imports no more than that."""
 
 from __future__ import annotations
 
@@ -12,20 +12,25 @@ import sys
 import pytest
 
 import harel_sa
+import harel_sa.worker
 from tests.cli.conftest import ROOT
 
 #: What a program on the schema alone must not pay for.
 HEAVY = ("pydantic", "asyncio", "aiosqlite", "psycopg", "harel_sa.worker", "harel_sa.events")
 
 
-def loaded_after(statement: str) -> list[str]:
-    """The modules of ``HEAVY`` a fresh interpreter holds after ``statement``."""
+#: The worker's machinery, which only a running worker needs.
+DRIVERS = ("harel_sa.worker.run", "harel_sa.worker.threads", "harel_sa.worker.tasks", "aiosqlite")
+
+
+def loaded_after(statement: str, among: tuple[str, ...] = HEAVY) -> list[str]:
+    """The modules of ``among`` a fresh interpreter holds after ``statement``."""
     probe = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True
     )
     modules = set(json.loads(done.stdout))
-    return [name for name in HEAVY if name in modules]
+    return [name for name in among if name in modules]
 
 
 def test_the_schema_alone_imports_no_events_workers_or_drivers() -> None:
@@ -47,6 +52,12 @@ def test_a_name_is_imported_from_its_module_when_first_asked_for() -> None:
     ]
 
 
+def test_the_command_and_the_workers_options_load_no_worker_machinery() -> None:
+    assert loaded_after("import harel_sa.cli", DRIVERS) == []
+    assert loaded_after("from harel_sa.worker import Retry, DEFAULT_ACK_WAIT", DRIVERS) == []
+    assert loaded_after("from harel_sa.worker import Worker", DRIVERS)[:2] == list(DRIVERS[:2])
+
+
 @pytest.mark.parametrize("name", sorted(set(harel_sa.__all__) - {"__version__"}))
 def test_every_public_name_is_its_modules_own(name: str) -> None:
     value = getattr(harel_sa, name)
@@ -55,7 +66,16 @@ def test_every_public_name_is_its_modules_own(name: str) -> None:
     assert name in dir(harel_sa)
 
 
+@pytest.mark.parametrize("name", sorted(harel_sa.worker.__all__))
+def test_every_name_of_the_worker_package_is_its_modules_own(name: str) -> None:
+    value = getattr(harel_sa.worker, name)
+    assert value is getattr(importlib.import_module(harel_sa.worker._HOMES[name]), name)
+    assert name in dir(harel_sa.worker)
+
+
 def test_an_unknown_name_is_an_attribute_error() -> None:
-    with pytest.raises(AttributeError, match="no attribute 'Wroker'"):
+    with pytest.raises(AttributeError, match="module 'harel_sa' has no attribute 'Wroker'"):
         harel_sa.Wroker  # noqa: B018
+    with pytest.raises(AttributeError, match=r"module 'harel_sa\.worker' has no attribute 'Wrk'"):
+        harel_sa.worker.Wrk  # noqa: B018
     assert isinstance(harel_sa.__version__, str)
