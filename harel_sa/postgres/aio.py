@@ -27,6 +27,7 @@ from harel_sa.postgres.listen import AsyncListener
 from harel_sa.postgres.sessions import Session, Sessions
 from harel_sa.postgres.startup import open_schema
 from harel_sa.postgres.transport import PostgresTransport, options_of, pool_settings
+from harel_sa.postgres.wire import AsyncConnection, Wire
 from harel_sa.schema import DEFAULT_PREFIX
 from harel_sa.transports import AsyncTransport
 
@@ -47,8 +48,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
     ) -> None:
         self._calls = calls
         self._pool: AsyncConnectionPool[Any] | None = pool
-        self._sessions: Sessions[psycopg.AsyncConnection[Any], psycopg.AsyncRawCursor[Any]]
-        self._sessions = Sessions()
+        self._sessions: Sessions[AsyncConnection] = Sessions()
         self._target = target
         self._pool_size = pool_size
         self._where = display(target)
@@ -75,10 +75,12 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         # transport does it: it runs once, at open.
         await asyncio.to_thread(open_schema, settings.conninfo, options.names, where, create_schema)
 
-        async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+        async def configure(conn: AsyncConnection) -> None:
             await conn.execute(settings.setup)
+            conn.wire = Wire(conn)
 
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(**settings.arguments(configure))
+        arguments = settings.arguments(configure, AsyncConnection)
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(**arguments)
         try:
             await pool.open(wait=True, timeout=settings.open_timeout)
         except PoolTimeout as exc:
@@ -115,9 +117,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
     async def _give_back(self, lease: Lease[Any]) -> bool:
         return await self._attempt(self._calls.give_back(lease))
 
-    async def _connect(
-        self, pool: AsyncConnectionPool[Any]
-    ) -> Session[psycopg.AsyncConnection[Any], psycopg.AsyncRawCursor[Any]]:
+    async def _connect(self, pool: AsyncConnectionPool[Any]) -> Session[AsyncConnection]:
         # The stack was empty: wait at the pool (harel_sa.postgres.sessions).
         with self._sessions.waiting() as kept:
             if kept is not None:
@@ -127,7 +127,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
             except PoolTimeout as exc:
                 closed = self._pool is None
                 raise no_connection(exc, pool.get_stats(), self._where, closed=closed) from exc
-        return self._sessions.new(conn, psycopg.AsyncRawCursor(conn))
+        return self._sessions.new(conn)
 
     async def _attempt(self, bound: Bound[T]) -> T:
         op = cast("ops.Call[T]", bound)
@@ -137,7 +137,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         for attempt in (1, 2):
             session = self._sessions.take() or await self._connect(pool)
             try:
-                return await arun(session.connection, session.cursor, op)
+                return await arun(session.connection, op)
             except psycopg.Error as exc:
                 if attempt == 1 and op.retry_safe and lost(exc, session.connection):
                     continue

@@ -1,10 +1,11 @@
-"""Running an operation's program on a psycopg connection; the driver's errors as harel_sa's.
+"""Running an operation's program on a transport's connection; the driver's errors as harel_sa's.
 
-:func:`run` is the sync driver (the async twin awaits the same steps). Every statement is sent
-as :mod:`~harel_sa.postgres.statements` numbered it, on a raw cursor (psycopg parses nothing),
-and prepared (``prepare=True``): PostgreSQL plans it once per connection. A transaction is
-rolled back on any exception, ``BaseException`` included. The transports' connections adapt
-with :data:`ADAPTERS`: a list parameter (an array) goes in binary.
+:func:`call` is the operation as one exchange of :mod:`~harel_sa.postgres.wire`: its statements
+as :mod:`~harel_sa.postgres.statements` numbered them, each prepared once per connection, in one
+transaction when the operation has a ``begin``, rolled back on any exception (``BaseException``
+included). :func:`run` performs it blocking, :func:`arun` on the event loop: the same steps.
+The transports' connections adapt with :data:`ADAPTERS`: a list parameter (an array) goes in
+binary.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg
-from psycopg import pq
 from psycopg.adapt import AdaptersMap
 from psycopg.types.array import ListBinaryDumper
 
@@ -26,6 +26,7 @@ from harel_sa.errors import (
     TransportClosedError,
 )
 from harel_sa.postgres.operations import Call, One, Result
+from harel_sa.postgres.wire import AsyncConnection, Connection, Exchange, Wire, wait, wait_async
 
 T = TypeVar("T")
 
@@ -43,70 +44,45 @@ ADAPTERS = AdaptersMap(psycopg.adapters)
 ADAPTERS.register_dumper(list, ListBinaryDumper)
 
 
-def run(conn: psycopg.Connection[Any], cur: psycopg.RawCursor[Any], op: Call[T]) -> T:
-    """Run ``op`` with ``cur``, a cursor of ``conn`` (an autocommit connection): its one
-    statement, or its program, in one transaction when it has a ``begin``."""
+def call(wire: Wire, op: Call[T]) -> Exchange[T]:
+    """``op`` as one exchange on ``wire``: its one statement, or its program, in one
+    transaction when it has a ``begin`` (rolled back on any exception raised while the
+    program runs, ``BaseException`` included)."""
     if isinstance(op, One):
         statement = op.query.statement
-        cur.execute(statement.sql, statement.bind(op.query.params), prepare=True)
-        return op.read(Result(cur.fetchall() if _has_rows(cur) else [], cur.rowcount))
+        rows, count = yield from wire.execute(statement.sql, statement.bind(op.query.params))
+        return op.read(Result(rows, count))
     program = op.start()
     if op.begin is not None:
-        cur.execute(op.begin)
+        yield from wire.command(op.begin)
     try:
         step = next(program)
         while True:
             statement = step.statement
-            cur.execute(statement.sql, statement.bind(step.params), prepare=True)
-            rows = cur.fetchall() if _has_rows(cur) else []
-            step = program.send(Result(rows, cur.rowcount))
+            rows, count = yield from wire.execute(statement.sql, statement.bind(step.params))
+            step = program.send(Result(rows, count))
     except StopIteration as done:
         if op.begin is not None:
-            cur.execute("COMMIT")
+            yield from wire.command(b"COMMIT")
         value: T = done.value
         return value
+    except GeneratorExit:  # dropped by a driver whose wait was interrupted: nothing to send
+        raise
     except BaseException:
-        if op.begin is not None and not conn.closed and not conn.broken:
+        if op.begin is not None and wire.in_transaction:
             with contextlib.suppress(psycopg.Error):  # gone: the server rolls back
-                conn.execute("ROLLBACK")
+                yield from wire.command(b"ROLLBACK")
         raise
 
 
-async def arun(
-    conn: psycopg.AsyncConnection[Any], cur: psycopg.AsyncRawCursor[Any], op: Call[T]
-) -> T:
-    """:func:`run`, awaited on an async connection: the same statement, or the same program
-    step for step."""
-    if isinstance(op, One):
-        statement = op.query.statement
-        await cur.execute(statement.sql, statement.bind(op.query.params), prepare=True)
-        return op.read(Result(await cur.fetchall() if _has_rows(cur) else [], cur.rowcount))
-    program = op.start()
-    if op.begin is not None:
-        await cur.execute(op.begin)
-    try:
-        step = next(program)
-        while True:
-            statement = step.statement
-            await cur.execute(statement.sql, statement.bind(step.params), prepare=True)
-            rows = await cur.fetchall() if _has_rows(cur) else []
-            step = program.send(Result(rows, cur.rowcount))
-    except StopIteration as done:
-        if op.begin is not None:
-            await cur.execute("COMMIT")
-        value: T = done.value
-        return value
-    except BaseException:
-        if op.begin is not None and not conn.closed and not conn.broken:
-            with contextlib.suppress(psycopg.Error):  # gone: the server rolls back
-                await conn.execute("ROLLBACK")
-        raise
+def run(connection: Connection, op: Call[T]) -> T:
+    """Run ``op`` on ``connection`` (an autocommit connection), blocking."""
+    return wait(connection, call(connection.wire, op))
 
 
-def _has_rows(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any]) -> bool:
-    # Not ``cur.description``: it builds the columns' descriptions on every look.
-    result = cur.pgresult
-    return result is not None and result.status == pq.ExecStatus.TUPLES_OK
+async def arun(connection: AsyncConnection, op: Call[T]) -> T:
+    """:func:`run`, awaited: the same exchange, its waits on the event loop."""
+    return await wait_async(connection, call(connection.wire, op))
 
 
 def no_connection(

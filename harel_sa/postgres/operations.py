@@ -31,8 +31,8 @@ Clock = Callable[[], float] | None  # None: the server's clock
 
 _MAX_ERROR = 2000
 #: Begin of a read that must see one snapshot (stats).
-SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-WRITE = "BEGIN"
+SNAPSHOT = b"BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+WRITE = b"BEGIN"
 
 
 # Not frozen: a frozen dataclass's __init__ costs a call per field, and these are made per call.
@@ -62,7 +62,7 @@ class Op(Generic[T]):
     may run it again on a fresh connection when the connection was lost."""
 
     start: Callable[[], Program[T]]
-    begin: str | None = None
+    begin: bytes | None = None
     retry_safe: bool = False
 
 

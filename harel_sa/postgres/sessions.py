@@ -1,6 +1,6 @@
-"""The connections a transport keeps between calls, each with the cursor its statements run on.
+"""The connections a transport keeps between calls.
 
-On a one-row claim or ack, ``psycopg_pool``'s ``getconn``/``putconn`` and a new cursor cost
+On a one-row claim or ack, ``psycopg_pool``'s ``getconn``/``putconn`` cost
 the client about as much CPU as the statement's own round trip. So a transport keeps the
 connections it has used on a stack of its own (:class:`Sessions`): a call pops the most
 recently used one, or takes one from the pool when the stack is empty, and pushes it back
@@ -31,7 +31,6 @@ from typing import Any, Generic, TypeVar
 from psycopg import pq
 
 C = TypeVar("C")
-K = TypeVar("K")
 
 #: Seconds a connection stays out of the pool before it goes back at the end of a call.
 RECYCLE = 60.0
@@ -39,26 +38,24 @@ _IDLE = pq.TransactionStatus.IDLE
 
 
 @dataclass(slots=True)
-class Session(Generic[C, K]):
-    """A connection taken from the pool, the cursor its statements run on, and when it goes
-    back (``monotonic`` seconds)."""
+class Session(Generic[C]):
+    """A connection taken from the pool, and when it goes back (``monotonic`` seconds)."""
 
     connection: C
-    cursor: K
     returns_at: float
 
 
-class Sessions(Generic[C, K]):
+class Sessions(Generic[C]):
     """The stack of healthy sessions a transport keeps between its calls."""
 
     def __init__(self) -> None:
-        self._stack: list[Session[C, K]] = []
+        self._stack: list[Session[C]] = []
         self._closed = False
         #: One item per caller waiting at the pool (appends and pops are atomic; ``+= 1`` is
         #: not, between threads).
         self._waiting: list[None] = []
 
-    def take(self) -> Session[C, K] | None:
+    def take(self) -> Session[C] | None:
         """The most recently kept session, or ``None``: take a connection from the pool."""
         try:
             return self._stack.pop()
@@ -66,7 +63,7 @@ class Sessions(Generic[C, K]):
             return None
 
     @contextmanager
-    def waiting(self) -> Iterator[Session[C, K] | None]:
+    def waiting(self) -> Iterator[Session[C] | None]:
         """Enlist as waiting at the pool for the block's length; yields a session kept
         meanwhile (take it instead of waiting), or ``None``: wait at the pool."""
         self._waiting.append(None)
@@ -76,11 +73,11 @@ class Sessions(Generic[C, K]):
             self._waiting.pop()
 
     @staticmethod
-    def new(connection: C, cursor: K) -> Session[C, K]:
+    def new(connection: C) -> Session[C]:
         """A session on a connection just taken from the pool."""
-        return Session(connection, cursor, time.monotonic() + RECYCLE)
+        return Session(connection, time.monotonic() + RECYCLE)
 
-    def keep(self, session: Session[C, K]) -> list[Session[C, K]]:
+    def keep(self, session: Session[C]) -> list[Session[C]]:
         """Keep ``session`` for the next call if it is healthy; the sessions whose
         connections the caller must now give back to the pool (``session`` when it is not
         healthy, every one kept when the transport closed meanwhile)."""
@@ -99,10 +96,10 @@ class Sessions(Generic[C, K]):
             return _NONE if spare is None else [spare]
         return _NONE
 
-    def close(self) -> list[Session[C, K]]:
+    def close(self) -> list[Session[C]]:
         """Keep nothing more; the sessions whose connections go back to the pool now."""
         self._closed = True
-        taken: list[Session[C, K]] = []
+        taken: list[Session[C]] = []
         while (session := self.take()) is not None:
             taken.append(session)
         return taken

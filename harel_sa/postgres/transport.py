@@ -27,6 +27,7 @@ from harel_sa.postgres.driver import ADAPTERS, lost, no_connection, run, transla
 from harel_sa.postgres.listen import Listener
 from harel_sa.postgres.sessions import Session, Sessions
 from harel_sa.postgres.startup import open_schema
+from harel_sa.postgres.wire import Connection, Wire
 from harel_sa.schema import DEFAULT_PREFIX
 from harel_sa.transports import Transport
 
@@ -76,17 +77,18 @@ class PostgresTransport(Transport[E]):
         self._pool: ConnectionPool[Any] | None = None
         open_schema(settings.conninfo, options.names, self._where, create_schema)
 
-        def configure(conn: psycopg.Connection[Any]) -> None:
+        def configure(conn: Connection) -> None:
             conn.execute(settings.setup)
+            conn.wire = Wire(conn)
 
-        pool: ConnectionPool[Any] = ConnectionPool(**settings.arguments(configure))
+        pool: ConnectionPool[Any] = ConnectionPool(**settings.arguments(configure, Connection))
         try:
             pool.open(wait=True, timeout=settings.open_timeout)
         except PoolTimeout as exc:
             pool.close()
             raise no_connection(exc, None, self._where) from exc
         self._pool = pool
-        self._sessions: Sessions[psycopg.Connection[Any], psycopg.RawCursor[Any]] = Sessions()
+        self._sessions: Sessions[Connection] = Sessions()
         self._listener = Listener(settings.conninfo, options.names)
 
     @property
@@ -94,9 +96,7 @@ class PostgresTransport(Transport[E]):
         """The database this transport opened, for messages and logs (no password)."""
         return self._where
 
-    def _connect(
-        self, pool: ConnectionPool[Any]
-    ) -> Session[psycopg.Connection[Any], psycopg.RawCursor[Any]]:
+    def _connect(self, pool: ConnectionPool[Any]) -> Session[Connection]:
         # The stack was empty: wait at the pool (harel_sa.postgres.sessions).
         with self._sessions.waiting() as kept:
             if kept is not None:
@@ -106,7 +106,7 @@ class PostgresTransport(Transport[E]):
             except PoolTimeout as exc:
                 closed = self._pool is None
                 raise no_connection(exc, pool.get_stats(), self._where, closed=closed) from exc
-        return self._sessions.new(conn, psycopg.RawCursor(conn))
+        return self._sessions.new(conn)
 
     def _run(self, bound: Bound[T]) -> T:
         op = cast("ops.Call[T]", bound)
@@ -116,7 +116,7 @@ class PostgresTransport(Transport[E]):
         for attempt in (1, 2):
             session = self._sessions.take() or self._connect(pool)
             try:
-                return run(session.connection, session.cursor, op)
+                return run(session.connection, op)
             except psycopg.Error as exc:
                 if attempt == 1 and op.retry_safe and lost(exc, session.connection):
                     continue
@@ -171,10 +171,12 @@ class PoolSettings:
     def open_timeout(self) -> float:
         return max(self.busy_timeout, 1.0)
 
-    def arguments(self, configure: Callable[[Any], Any]) -> dict[str, Any]:
-        """The keyword arguments of either pool class (sync or async ``configure``)."""
+    def arguments(self, configure: Callable[[Any], Any], connection_class: type) -> dict[str, Any]:
+        """The keyword arguments of either pool class (sync or async ``configure`` and
+        ``connection_class``)."""
         return {
             "conninfo": self.conninfo,
+            "connection_class": connection_class,
             "min_size": 1,
             "max_size": self.size,
             "kwargs": {"autocommit": True, "context": ADAPTERS},

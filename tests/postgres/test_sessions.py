@@ -13,7 +13,7 @@ import pytest
 
 from harel_sa.postgres.sessions import RECYCLE, Session, Sessions
 
-Stack = Sessions[psycopg.Connection[Any], psycopg.Cursor[Any]]
+Stack = Sessions[psycopg.Connection[Any]]
 
 
 @pytest.fixture
@@ -22,8 +22,8 @@ def conn(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
         yield connection
 
 
-def session_on(conn: psycopg.Connection[Any]) -> Session[Any, Any]:
-    return Sessions.new(conn, conn.cursor())
+def session_on(conn: psycopg.Connection[Any]) -> Session[Any]:
+    return Sessions.new(conn)
 
 
 def test_a_healthy_session_is_kept_and_taken_again_last_in_first_out(pg_url: str) -> None:
@@ -42,7 +42,7 @@ def test_a_new_session_goes_back_to_the_pool_after_recycle(conn: psycopg.Connect
     stack: Stack = Sessions()
     fresh = session_on(conn)
     assert time.monotonic() + RECYCLE - 1 < fresh.returns_at <= time.monotonic() + RECYCLE
-    old = Session(conn, conn.cursor(), time.monotonic() - 0.001)
+    old = Session(conn, time.monotonic() - 0.001)
     assert stack.keep(old) == [old] and stack.take() is None
 
 

@@ -139,7 +139,7 @@ def test_publish_many_sends_its_arrays_in_binary_and_every_text_arrives_as_sent(
         session = q._sessions.take()
         assert session is not None
         try:
-            dumper = session.cursor.adapters.get_dumper(list, PyFormat.AUTO)
+            dumper = session.connection.adapters.get_dumper(list, PyFormat.AUTO)
         finally:
             q._sessions.keep(session)
         assert dumper.format == pq.Format.BINARY

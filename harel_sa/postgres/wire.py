@@ -1,0 +1,226 @@
+"""Statements sent through libpq itself: prepared once per connection, adapted by psycopg.
+
+A claim or an ack is one prepared statement, and psycopg's cursor around it (its query
+conversion, prepare bookkeeping, result checks and row factory) cost the client about as much
+CPU as libpq's own send and receive of it: 35 to 60 µs against 15 to 25 µs a statement on this
+project's machines (``bench/RESULTS.md``). A :class:`Wire` keeps only what harel_sa's
+statements need of a cursor: the connection's adapters (a psycopg ``Transformer``, which
+dumps the parameters and loads the rows exactly as the cursor would), the names of the
+statements it prepared, and libpq's asynchronous calls to send a statement and collect its
+results.
+
+An exchange is a generator that yields what it waits for (:data:`READ`, or :data:`WRITE`
+while libpq cannot send all at once) and returns its value; :func:`wait` performs the waits
+blocking, :func:`wait_async` on the event loop. So one exchange serves the sync and the async
+transport. A wait interrupted (a signal's ``KeyboardInterrupt``) while a statement is in
+flight ends as psycopg's own: the statement is cancelled at the server, its end read and its
+transaction rolled back, then the interruption is raised again; a connection that cannot be
+brought back so is closed (the pool replaces it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import select
+from collections.abc import Generator, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pg
+from psycopg import pq
+from psycopg.adapt import PyFormat, Transformer
+
+T = TypeVar("T")
+
+READ = 1
+WRITE = 2
+#: What an exchange yields (what it waits for) and returns.
+Exchange = Generator[int, None, T]
+
+_OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
+_TUPLES = pq.ExecStatus.TUPLES_OK
+_FATAL = pq.ExecStatus.FATAL_ERROR
+_ACTIVE = pq.TransactionStatus.ACTIVE
+_IDLE = pq.TransactionStatus.IDLE
+#: How long an interrupted statement's cancel request may take (psycopg's own figure).
+CANCEL_TIMEOUT = 5.0
+
+
+class Wire:
+    """One connection's statements: each prepared at its first use on the connection (by its
+    SQL and its parameters' types, as psycopg's cursor keys them), then sent by name. Used by
+    one call at a time, as the connection is."""
+
+    def __init__(self, connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]):
+        self.pgconn = connection.pgconn
+        self.pgconn.nonblocking = 1
+        self.fileno = self.pgconn.socket
+        self._adapt = Transformer(connection)
+        self._encoding = connection.info.encoding
+        self._names: dict[tuple[bytes, tuple[int, ...]], bytes] = {}
+        self._formats: dict[int, list[PyFormat]] = {}
+        self._poll = select.poll() if hasattr(select, "poll") else None
+        if self._poll is not None:
+            self._poll.register(self.fileno, select.POLLIN)
+
+    def execute(self, sql: bytes, params: Sequence[Any]) -> Exchange[tuple[list[Any], int]]:
+        """Run the prepared statement ``sql`` with ``params``: its rows (tuples, loaded by the
+        connection's adapters) and its row count (-1 where the command has none)."""
+        adapt, pgconn = self._adapt, self.pgconn
+        formats = self._formats.get(len(params))
+        if formats is None:
+            formats = self._formats[len(params)] = [PyFormat.AUTO] * len(params)
+        values = adapt.dump_sequence(params, formats)
+        key = (sql, adapt.types or ())
+        name = self._names.get(key)
+        if name is None:
+            name = b"harel_sa_%d" % len(self._names)
+            pgconn.send_prepare(name, sql, param_types=adapt.types)
+            self._check((yield from self._results()))
+            self._names[key] = name
+        pgconn.send_query_prepared(name, values, param_formats=adapt.formats)
+        result = self._check((yield from self._results()))
+        count = result.command_tuples
+        if result.status != _TUPLES:
+            return [], -1 if count is None else count
+        adapt.set_pgresult(result)
+        rows = adapt.load_rows(0, result.ntuples, tuple)
+        adapt.set_pgresult(None)
+        return rows, -1 if count is None else count
+
+    def command(self, sql: bytes) -> Exchange[None]:
+        """Run ``sql`` (``BEGIN``, ``COMMIT``, ``ROLLBACK``: no parameter, no row)."""
+        self.pgconn.send_query(sql)
+        self._check((yield from self._results()))
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether the connection is in a transaction (open or failed) that needs its end."""
+        return self.pgconn.transaction_status not in (_IDLE, pq.TransactionStatus.UNKNOWN)
+
+    def _results(self) -> Exchange[list[pq.abc.PGresult]]:
+        pgconn = self.pgconn
+        while pgconn.flush():  # more to send: read meanwhile, or the server may stall on us
+            yield READ | WRITE
+            pgconn.consume_input()
+        results: list[pq.abc.PGresult] = []
+        while True:
+            while pgconn.is_busy():
+                yield READ
+                pgconn.consume_input()
+            result = pgconn.get_result()
+            if result is None:
+                return results
+            results.append(result)
+
+    def _check(self, results: list[pq.abc.PGresult]) -> pq.abc.PGresult:
+        """The one result of a statement, or the error it is (read whole first: the
+        connection stays usable)."""
+        for result in results:
+            if result.status == _FATAL:
+                raise pg.error_from_result(result, encoding=self._encoding)
+            if result.status not in _OK:
+                status = pq.ExecStatus(result.status).name
+                raise psycopg.InterfaceError(f"unexpected result: {status}")
+        if len(results) != 1:
+            raise psycopg.InterfaceError(f"{len(results)} results for one statement")
+        return results[0]
+
+    @property
+    def busy(self) -> bool:
+        """Whether a statement is in flight: its results must be read before anything else
+        is sent."""
+        return self.pgconn.transaction_status == _ACTIVE
+
+    def interrupted(self) -> Exchange[None]:
+        """After an interrupted wait (the statement's cancel sent): read the statement's end,
+        whatever it is, and roll back the transaction it was in."""
+        yield from self._results()
+        if self.in_transaction:
+            self.pgconn.send_query(b"ROLLBACK")
+            yield from self._results()
+
+    def ready(self, what: int) -> None:
+        """Block until the connection's socket is ready for ``what`` (signals interrupt)."""
+        if what == READ and self._poll is not None:
+            self._poll.poll()
+        else:
+            select.select([self.fileno], [self.fileno] if what & WRITE else [], [])
+
+    async def aready(self, what: int) -> None:
+        """Wait on the running event loop until the socket is ready for ``what``."""
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        loop.add_reader(self.fileno, _set, ready)
+        if what & WRITE:
+            loop.add_writer(self.fileno, _set, ready)
+        try:
+            await ready
+        finally:
+            loop.remove_reader(self.fileno)
+            if what & WRITE:
+                loop.remove_writer(self.fileno)
+
+
+def wait(connection: Connection, exchange: Exchange[T]) -> T:
+    """Perform ``exchange`` on ``connection``, its waits blocking; its value. An interrupted
+    wait ends as the module says, then the interruption is raised again."""
+    wire = connection.wire
+    try:
+        what = next(exchange)
+        while True:
+            wire.ready(what)
+            what = next(exchange)
+    except StopIteration as done:
+        value: T = done.value
+        return value
+    except BaseException:
+        if wire.busy:
+            with contextlib.suppress(BaseException):  # the interruption is the news
+                connection.cancel_safe(timeout=CANCEL_TIMEOUT)
+                for what in wire.interrupted():
+                    wire.ready(what)
+            if wire.busy or wire.in_transaction:
+                connection.close()
+        raise
+
+
+async def wait_async(connection: AsyncConnection, exchange: Exchange[T]) -> T:
+    """:func:`wait`, its waits on the running event loop."""
+    wire = connection.wire
+    try:
+        what = next(exchange)
+        while True:
+            await wire.aready(what)
+            what = next(exchange)
+    except StopIteration as done:
+        value: T = done.value
+        return value
+    except BaseException:
+        if wire.busy:
+            with contextlib.suppress(BaseException):
+                await connection.cancel_safe(timeout=CANCEL_TIMEOUT)
+                for what in wire.interrupted():
+                    await wire.aready(what)
+            if wire.busy or wire.in_transaction:
+                await connection.close()
+        raise
+
+
+def _set(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class Connection(psycopg.Connection[Any]):
+    """A sync transport's pool connection: a psycopg connection and its :class:`Wire`, made
+    when the pool configures it (the server's prepared statements live as long as it)."""
+
+    wire: Wire
+
+
+class AsyncConnection(psycopg.AsyncConnection[Any]):
+    """An async transport's pool connection and its :class:`Wire`."""
+
+    wire: Wire

@@ -1,0 +1,149 @@
+"""The transports' statements sent through libpq (harel_sa.postgres.wire): each prepared once
+per connection and parameter types, values and rows adapted as psycopg's cursor adapts them,
+errors as psycopg's own, and a wait interrupted mid-statement ended as psycopg ends one (the
+statement cancelled, its transaction rolled back, the connection kept)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors as pg
+from psycopg import pq
+
+from harel_sa.postgres.driver import ADAPTERS, arun, run
+from harel_sa.postgres.operations import One, Op, Program, Query, Result
+from harel_sa.postgres.statements import positional
+from harel_sa.postgres.wire import AsyncConnection, Connection, Wire
+
+SLEEP = positional("SELECT pg_sleep(%(seconds)s)")
+INSERT = positional("INSERT INTO marks (n) VALUES (%(n)s)")
+ECHO = positional("SELECT %(a)s, %(b)s, %(c)s, %(d)s, %(e)s::text[], %(f)s::timestamptz")
+
+
+def one(statement: Any, **params: Any) -> One[Result]:
+    return One(Query(statement, params), lambda result: result)
+
+
+def prepared(conn: psycopg.Connection[Any]) -> list[str]:
+    rows = conn.execute("SELECT statement FROM pg_prepared_statements ORDER BY prepare_time")
+    return [row[0] for row in rows.fetchall()]
+
+
+@pytest.fixture
+def conn(pg_url: str) -> Iterator[Connection]:
+    with Connection.connect(pg_url, autocommit=True, context=ADAPTERS) as connection:
+        connection.wire = Wire(connection)
+        connection.execute("CREATE TABLE marks (n integer)")
+        yield connection
+
+
+def test_values_and_rows_come_and_go_as_psycopgs_cursor_adapts_them(conn: Connection) -> None:
+    when = dt.datetime(2026, 12, 3, 9, 30, 1, 250000, tzinfo=dt.UTC)
+    params = {"a": 7, "b": 2.5, "c": "é'\"{,}", "d": None, "e": ["x", "NULL", 'q"'], "f": when}
+    got = run(conn, one(ECHO, **params))
+    with psycopg.RawCursor(conn) as cur:
+        expected = cur.execute(ECHO.sql, ECHO.bind(params)).fetchall()
+    assert got.rows == expected == [(7, 2.5, "é'\"{,}", None, ["x", "NULL", 'q"'], when)]
+    assert got.rowcount == 1
+
+
+def test_a_statement_is_prepared_once_per_connection_and_parameter_types(conn: Connection) -> None:
+    for n in range(5):
+        assert run(conn, one(INSERT, n=n)).rowcount == 1
+    assert prepared(conn) == [INSERT.sql.decode()]
+    run(conn, one(INSERT, n=None))  # another parameter type: another prepared statement
+    run(conn, one(INSERT, n=None))
+    assert prepared(conn) == [INSERT.sql.decode()] * 2
+    assert conn.execute("SELECT count(*) FROM marks").fetchone() == (7,)
+
+
+def test_an_error_is_psycopgs_and_leaves_the_connection_usable(conn: Connection) -> None:
+    with pytest.raises(pg.UndefinedTable):
+        run(conn, one(positional("SELECT * FROM nowhere WHERE n = %(n)s"), n=1))
+    with pytest.raises(pg.InvalidTextRepresentation):
+        run(conn, one(positional("SELECT %(n)s::integer"), n="one"))
+    assert conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
+    assert run(conn, one(INSERT, n=1)).rowcount == 1
+
+
+def _insert_then(statement: Any, params: dict[str, Any]) -> Program[None]:
+    yield Query(INSERT, {"n": 1})
+    yield Query(statement, params)
+
+
+def test_a_program_that_fails_is_rolled_back(conn: Connection) -> None:
+    failing = Op(partial(_insert_then, positional("SELECT 1 / %(n)s"), {"n": 0}), begin=b"BEGIN")
+    with pytest.raises(pg.DivisionByZero):
+        run(conn, failing)
+    assert conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
+    assert conn.execute("SELECT count(*) FROM marks").fetchone() == (0,)
+    run(conn, Op(partial(_insert_then, SLEEP, {"seconds": 0}), begin=b"BEGIN"))
+    assert conn.execute("SELECT count(*) FROM marks").fetchone() == (1,)
+
+
+def _interrupt_soon(seconds: float) -> threading.Timer:
+    main = threading.main_thread().ident
+    assert main is not None
+    timer = threading.Timer(seconds, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    return timer
+
+
+@pytest.mark.parametrize("in_transaction", [False, True])
+def test_ctrl_c_cancels_the_statement_in_flight_and_keeps_the_connection(
+    conn: Connection, in_transaction: bool
+) -> None:
+    """As psycopg's own wait: the statement is cancelled at the server (the interruption
+    comes at once, not after the statement), its transaction rolled back, and the connection
+    stays open, out of any transaction, ready for the next call."""
+    op: Any = (
+        Op(partial(_insert_then, SLEEP, {"seconds": 30}), begin=b"BEGIN")
+        if in_transaction
+        else one(SLEEP, seconds=30)
+    )
+    pid = conn.info.backend_pid
+    started = time.monotonic()
+    timer = _interrupt_soon(0.3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(conn, op)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 10
+    assert not conn.closed and conn.info.backend_pid == pid
+    assert conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
+    assert conn.execute("SELECT count(*) FROM marks").fetchone() == (0,)
+    assert run(conn, one(INSERT, n=2)).rowcount == 1
+
+
+def test_a_cancelled_wait_on_the_loop_cancels_the_statement_too(pg_url: str) -> None:
+    async def main() -> None:
+        async with await AsyncConnection.connect(
+            pg_url, autocommit=True, context=ADAPTERS
+        ) as aconn:
+            aconn.wire = Wire(aconn)
+            await aconn.execute("CREATE TABLE marks (n integer)")
+            op = Op(partial(_insert_then, SLEEP, {"seconds": 30}), begin=b"BEGIN")
+            started = time.monotonic()
+            task = asyncio.create_task(arun(aconn, op))
+            await asyncio.sleep(0.3)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert time.monotonic() - started < 10
+            assert not aconn.closed
+            assert aconn.pgconn.transaction_status == pq.TransactionStatus.IDLE
+            count = await (await aconn.execute("SELECT count(*) FROM marks")).fetchone()
+            assert count == (0,)
+            assert (await arun(aconn, one(INSERT, n=2))).rowcount == 1
+
+    asyncio.run(main())
