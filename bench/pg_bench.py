@@ -824,9 +824,10 @@ def section(w: dict[str, Any]) -> list[str]:
         " the worker processes.",
         "",
         "- **harel_sa PostgresTransport**: this project's, a pool of one connection per worker"
-        " process; `claim` and `ack` are one prepared statement each, sent alone in autocommit;"
-        " `publish` and `publish_many` notify the queue's channel in their statement"
-        " (`pg_notify`, for the workers that `LISTEN`).",
+        " process; `claim` and `ack` are one prepared statement each, sent alone in autocommit"
+        " through libpq itself (`harel_sa/postgres/wire.py`: no psycopg cursor, psycopg's"
+        " `Transformer` adapting values and rows); `publish` and `publish_many` notify the"
+        " queue's channel in their statement (`pg_notify`, for the workers that `LISTEN`).",
         "- **baseline** (`bench/pg_baseline.py`): harel_sa's group design in plain psycopg —"
         " per-message FIFO groups, one in flight per group, round-robin by `last_claimed_at`"
         " then arrival, leases with `lock_expiry`, fencing tokens. Each claim and each ack is"
@@ -838,10 +839,11 @@ def section(w: dict[str, Any]) -> list[str]:
         "- **baseline (plain psycopg, harel_sa's SQL)** (`bench/pg_same_sql.py`): issue 15's"
         ' baseline, "a plain-psycopg implementation of the same claim SQL": harel_sa\'s own'
         " statements (from `harel_sa.postgres.statements`) on harel_sa's schema, sent as the"
-        " baseline sends its own (one connection, one prepared statement per call, arrays in"
-        " binary, the same event decoding), without the library around them (no argument"
-        " checks, pool, sessions, programs, `Lease`s of its own, error handling or"
-        " dead-lettering). What separates harel_sa from it is the library's cost; what"
+        " baseline sends its own (one connection, one prepared statement per call on psycopg's"
+        " `RawCursor`, arrays in binary, the same event decoding), without the library around"
+        " them (no argument checks, pool, sessions, programs, `Lease`s of its own, error"
+        " handling or dead-lettering). What separates harel_sa from it is the library's cost,"
+        " less what harel_sa saves by sending its statements without a cursor; what"
         " separates it from the baseline above is what harel_sa's SQL does beyond the design's"
         " (the claim's look-ahead past the head, the groups' per-floor and routing-key indexes"
         " its updates maintain, `enqueued_at`, `NOTIFY`).",
