@@ -90,6 +90,15 @@ def test_a_program_that_fails_is_rolled_back(conn: Connection) -> None:
     assert conn.execute("SELECT count(*) FROM marks").fetchone() == (1,)
 
 
+@pytest.fixture
+def ctrl_c() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt``, as in a terminal (a background job, as CI's runs
+    are, starts with SIGINT ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _interrupt_soon(seconds: float) -> threading.Timer:
     main = threading.main_thread().ident
     assert main is not None
@@ -99,6 +108,7 @@ def _interrupt_soon(seconds: float) -> threading.Timer:
 
 
 @pytest.mark.parametrize("in_transaction", [False, True])
+@pytest.mark.usefixtures("ctrl_c")
 def test_ctrl_c_cancels_the_statement_in_flight_and_keeps_the_connection(
     conn: Connection, in_transaction: bool
 ) -> None:
