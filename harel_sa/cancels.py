@@ -5,13 +5,18 @@ does); when the caller is cancelled meanwhile, :func:`shielded` waits for that e
 every lease the call took (the caller will never see it: uncounted, so the message need not wait
 for its lease to lapse and ``max_deliveries`` counts only deliveries a caller received), then
 lets the cancellation through.
+
+Two ways to get there. :func:`shielded` runs the call apart from its caller (a future as it is,
+a coroutine in a task of its own). :func:`settled` runs a coroutine in its caller's own task,
+for a driver whose waits carry on through a cancellation themselves and then raise
+:class:`Finished` with what the call returned (:func:`harel_sa.postgres.wire.wait_async`):
+no task per call.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
 from typing import Any, TypeVar
 
 from harel_sa.errors import HarelSAError
@@ -30,10 +35,48 @@ async def shielded(call: Awaitable[T], give_back: Callable[[Lease[Any]], Awaitab
         return await asyncio.shield(done)
     except asyncio.CancelledError:
         result = await finish(done)
-        for taken in leases_taken(result):
-            with suppress(HarelSAError):
-                await give_back(taken)
+        await give_back_all(result, give_back)
         raise
+
+
+class Finished(BaseException):
+    """Raised instead of ``cancelled`` (the caller's cancellation, which came while its call
+        ran on to its end): ``result`` is what the call returned, its leases to be given back. A
+    ``BaseException``, as the cancellation it stands for: no ``except Exception`` takes it."""
+
+    def __init__(self, result: object, cancelled: asyncio.CancelledError) -> None:
+        super().__init__("the call finished after its caller was cancelled")
+        self.result = result
+        self.cancelled = cancelled
+
+
+async def settled(call: Awaitable[T], give_back: Callable[[Lease[Any]], Awaitable[object]]) -> T:
+    """``call``'s result, ``call`` awaited in the caller's task; when it raises
+    :class:`Finished`, each lease in its result is handed to ``give_back``, then the
+    cancellation itself is raised (an ``asyncio.timeout`` knows its own by the exact class),
+    as :func:`shielded` does."""
+    try:
+        return await call
+    except Finished as finished:
+        await give_back_all(finished.result, give_back)
+        raise finished.cancelled from None
+
+
+async def give_back_all(
+    result: object, give_back: Callable[[Lease[Any]], Awaitable[object]]
+) -> None:
+    """Hand each lease in ``result`` to ``give_back``: all of them, through failures and
+    through a further cancellation (raised once they were all handed)."""
+    again: asyncio.CancelledError | None = None
+    for taken in leases_taken(result):
+        try:
+            await give_back(taken)
+        except HarelSAError:
+            pass  # the lease lapses, as a crashed worker's does
+        except asyncio.CancelledError as error:
+            again = error
+    if again is not None:
+        raise again
 
 
 async def finish(done: asyncio.Future[T]) -> T | None:

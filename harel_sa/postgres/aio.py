@@ -16,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from harel_sa import validate
 from harel_sa.calls import Bound, Calls
-from harel_sa.cancels import shielded
+from harel_sa.cancels import Finished, settled
 from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event, Lease
 from harel_sa.postgres import operations as ops
@@ -109,10 +109,11 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         )
 
     async def _run(self, op: Bound[T]) -> T:
-        # A cancelled caller lets the operation finish on its connection (psycopg would
-        # otherwise cancel the statement at the server, leaving a lease committed or not, the
-        # connection unknown) and gives back the leases it took (harel_sa.cancels).
-        return await shielded(self._attempt(op), self._give_back)
+        # A cancelled caller lets the operation finish on its connection (cancelling the
+        # statement at the server would leave a lease committed or not, nobody knowing which)
+        # and gives back the leases it took (harel_sa.cancels). Its waits carry on through the
+        # cancellation themselves (to_end), in the caller's task: no task per call.
+        return await settled(self._attempt(op), self._give_back)
 
     async def _give_back(self, lease: Lease[Any]) -> bool:
         return await self._attempt(self._calls.give_back(lease))
@@ -136,15 +137,21 @@ class AsyncPostgresTransport(AsyncTransport[E]):
             raise TransportClosedError("the transport is closed")
         for attempt in (1, 2):
             session = self._sessions.take() or await self._connect(pool)
+            done: tuple[T] | None = None  # what the call returned, once it did
             try:
-                return await arun(session.connection, op)
+                done = (await arun(session.connection, op, to_end=True),)
+                return done[0]
+            except Finished as finished:
+                done = (cast(T, finished.result),)
+                raise
             except psycopg.Error as exc:
                 if attempt == 1 and op.retry_safe and lost(exc, session.connection):
                     continue
                 raise translate(exc, session.connection, self._where) from exc
             finally:
-                for returned in self._sessions.keep(session):
-                    await pool.putconn(returned.connection)
+                returned = self._sessions.keep(session)
+                if returned:
+                    await _put_back(pool, returned, done)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def wait_for_messages(self, timeout: float) -> bool:
@@ -163,3 +170,25 @@ class AsyncPostgresTransport(AsyncTransport[E]):
             for returned in self._sessions.close():
                 await pool.putconn(returned.connection)
             await pool.close()
+
+
+async def _put_back(
+    pool: AsyncConnectionPool[Any],
+    sessions: list[Session[AsyncConnection]],
+    done: tuple[Any] | None,
+) -> None:
+    """Give ``sessions``' connections back to ``pool``, to the end whatever happens to the
+    caller (a task of its own: a connection left half given back is lost to the pool). A
+    cancellation meanwhile, after a call returned (``done``), is the call's :class:`Finished`:
+    its leases are given back."""
+
+    async def put_back() -> None:
+        for session in sessions:
+            await pool.putconn(session.connection)
+
+    try:
+        await asyncio.shield(put_back())
+    except asyncio.CancelledError as cancelled:
+        if done is None:
+            raise
+        raise Finished(done[0], cancelled) from None

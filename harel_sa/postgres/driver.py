@@ -80,9 +80,10 @@ def run(connection: Connection, op: Call[T]) -> T:
     return wait(connection, call(connection.wire, op))
 
 
-async def arun(connection: AsyncConnection, op: Call[T]) -> T:
-    """:func:`run`, awaited: the same exchange, its waits on the event loop."""
-    return await wait_async(connection, call(connection.wire, op))
+async def arun(connection: AsyncConnection, op: Call[T], *, to_end: bool = False) -> T:
+    """:func:`run`, awaited: the same exchange, its waits on the event loop (``to_end``: as
+    :func:`~harel_sa.postgres.wire.wait_async`'s)."""
+    return await wait_async(connection, call(connection.wire, op), to_end=to_end)
 
 
 def no_connection(

@@ -31,6 +31,8 @@ from psycopg import errors as pg
 from psycopg import pq
 from psycopg.adapt import PyFormat, Transformer
 
+from harel_sa.cancels import Finished
+
 T = TypeVar("T")
 
 READ = 1
@@ -186,18 +188,32 @@ def wait(connection: Connection, exchange: Exchange[T]) -> T:
         raise
 
 
-async def wait_async(connection: AsyncConnection, exchange: Exchange[T]) -> T:
-    """:func:`wait`, its waits on the running event loop."""
+async def wait_async(
+    connection: AsyncConnection, exchange: Exchange[T], *, to_end: bool = False
+) -> T:
+    """:func:`wait`, its waits on the running event loop. ``to_end``: a cancellation of the
+    caller's task does not interrupt the exchange, which runs to its end; then
+    :class:`~harel_sa.cancels.Finished` is raised with its value (or, had it failed, the
+    cancellation, from its error)."""
     wire = connection.wire
+    cancelled: asyncio.CancelledError | None = None
     try:
         what = next(exchange)
         while True:
-            await wire.aready(what)
+            try:
+                await wire.aready(what)
+            except asyncio.CancelledError as error:
+                if not to_end:
+                    raise
+                cancelled = error  # wait again: the statement's end is the caller's due
+                continue
             what = next(exchange)
     except StopIteration as done:
         value: T = done.value
+        if cancelled is not None:
+            raise Finished(value, cancelled) from None
         return value
-    except BaseException:
+    except BaseException as error:
         if wire.busy:
             with contextlib.suppress(BaseException):
                 await connection.cancel_safe(timeout=CANCEL_TIMEOUT)
@@ -205,6 +221,8 @@ async def wait_async(connection: AsyncConnection, exchange: Exchange[T]) -> T:
                     await wire.aready(what)
             if wire.busy or wire.in_transaction:
                 await connection.close()
+        if cancelled is not None and isinstance(error, Exception):
+            raise cancelled from error  # the call failed: nothing to give back
         raise
 
 

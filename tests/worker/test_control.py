@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -84,12 +85,14 @@ def test_a_handler_that_settles_its_own_lease_is_counted_as_what_it_did(
     start: Start, db: str, settle: Callable[[Any, Lease[Event]], object], counted: str
 ) -> None:
     publish(db, "g")
-    behaviour = Behaviour()
+    gate = threading.Event()  # no handler runs before holder is filled
+    behaviour = Behaviour(gate=gate)
     holder: list[Running] = []
     behaviour.does = lambda lease: (
         settle(holder[0].transport, lease) if len(behaviour.calls) == 1 else None
     )
     holder.append(start(behaviour, run={"max_messages": 1 if counted != "retried" else 2}))
+    gate.set()
     stats = holder[0].join()
     assert stats.lost == 0
     assert getattr(stats, counted) == 1
