@@ -138,11 +138,17 @@ def engine_for(url: str, *, busy_timeout_ms: int = _MIGRATION_BUSY_TIMEOUT_MS) -
     most ``busy_timeout_ms``.
     """
     if is_postgresql(url):
-        return create_engine(
-            migration_url(url),
-            poolclass=NullPool,
-            connect_args={"options": f"-c lock_timeout={int(busy_timeout_ms)}"},
-        )
+        pg_engine = create_engine(migration_url(url), poolclass=NullPool)
+
+        @event.listens_for(pg_engine, "connect")
+        def _wait_bound(dbapi_connection: Any, _record: Any) -> None:
+            # A SET, as the transports do, not libpq's ``options``: those would replace the
+            # URL's or PGOPTIONS', where a search_path names the schema the queue lives in.
+            dbapi_connection.autocommit = True
+            dbapi_connection.execute(f"SET lock_timeout = {int(busy_timeout_ms)}")
+            dbapi_connection.autocommit = False
+
+        return pg_engine
     engine = create_engine(sync_url(url), poolclass=NullPool)
 
     @event.listens_for(engine, "connect")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from harel_sa.cli.common import (
     FAILED,
     OK,
+    SCHEMA,
     USAGE,
     CliError,
     Commands,
@@ -215,8 +216,16 @@ def _resolved(revision: str) -> str:
     return "" if one is None or isinstance(one, str) else one.revision
 
 
-def _moved(t: Target, args: argparse.Namespace, before: State, verb: str) -> int:
+def _moved(t: Target, args: argparse.Namespace, before: State, verb: str, wanted: str = "") -> int:
     after = _state(t)
+    if wanted and after.current != (wanted,):
+        # The revisions ran, yet the database reads elsewhere: never report that as done.
+        raise CliError(
+            f"{verb} to {wanted}, but prefix {t.prefix} reads at "
+            f"{_revisions(after.current)} afterwards: did the migration and the reading "
+            "reach different schemas?",
+            SCHEMA,
+        )
     data = _json(after, t)
     note = "" if after.ok else f" (head is {_revisions(data['heads'])})"
     emit(
@@ -253,7 +262,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         )
     with _alembic():
         history.upgrade(t.api, prefix=t.prefix, revision=args.revision)
-    return _moved(t, args, before, "upgraded")
+    return _moved(t, args, before, "upgraded", wanted)
 
 
 def cmd_downgrade(args: argparse.Namespace) -> int:
@@ -272,7 +281,7 @@ def cmd_downgrade(args: argparse.Namespace) -> int:
         )
     with _alembic():
         history.downgrade(t.api, args.revision, prefix=t.prefix, force=args.force)
-    return _moved(t, args, before, "downgraded")
+    return _moved(t, args, before, "downgraded", wanted)
 
 
 def cmd_stamp(args: argparse.Namespace) -> int:

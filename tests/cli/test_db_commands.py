@@ -216,3 +216,20 @@ def test_purge_deletes_only_the_groups_messages(cli: Cli, host_file: Path) -> No
     assert cli("purge", "--db", str(host_file), "--group", "g", "--yes").returncode == 0
     assert rows(str(host_file), "SELECT count(*) FROM harel_transport_messages") == [(0,)]
     assert theirs(host_file) == before
+
+
+def test_an_upgrade_that_leaves_the_database_elsewhere_is_not_reported_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The revisions ran (here: were skipped) yet the database reads at another revision
+    afterwards, as when the migrations' connection and the reading's reach different
+    PostgreSQL schemas: exit 3 and a message, never "upgraded"."""
+    from harel_sa import history
+    from harel_sa.cli import main
+
+    monkeypatch.setattr(history, "upgrade", lambda *args, **kwargs: None)
+    code = main(["db", "upgrade", "--db", str(tmp_path / "q.db")])
+    out, err = capsys.readouterr()
+    assert code == 3
+    assert "upgraded" not in out
+    assert f"to {HEAD_REVISION}, but prefix harel reads at (none) afterwards" in err

@@ -4,6 +4,7 @@ files (their PostgreSQL branches), harel_sa's own Alembic environment and ``hare
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -316,3 +317,67 @@ def test_without_the_lock_concurrent_creates_collide(pg_url: str) -> None:
     finally:
         first.close()
         second.close()
+
+
+def in_schema(url: str, schema: str) -> str:
+    """``url`` with libpq's ``options`` naming ``schema`` as the search_path."""
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+def tables_in(url: str, schema: str) -> set[str]:
+    rows = sql(url, "SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))
+    return {str(row[0]) for row in rows}
+
+
+def test_a_schema_named_by_the_urls_search_path_holds_the_queue(pg_url: str) -> None:
+    """A PostgreSQL schema is chosen as libpq chooses it (``options=-csearch_path=...`` in
+    the URL): the migrations, the reading of the schema state, ``alembic check`` and the
+    transports all reach that schema, and the same prefix in ``public`` is another queue."""
+    sql(pg_url, "CREATE SCHEMA app")
+    app = in_schema(pg_url, "app")
+    done = harel_sa_db("upgrade", "--url", app)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"upgraded (none) -> {HEAD_REVISION}" in done.stdout
+    names = Names()
+    assert tables_in(pg_url, "app") == {*names.tables, names.version_table}
+    assert tables(pg_url) == set()  # nothing in public
+    assert harel_sa_db("check", "--url", app).returncode == 0
+    assert harel_sa_db("check", "--url", pg_url).returncode == 1
+    assert mig.check(app) and not mig.check(pg_url)
+    assert diff(app) == []
+    alembic = Path(sys.executable).parent / "alembic"
+    checked = subprocess.run(
+        [str(alembic), "-x", f"url={app}", "check"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "No new upgrade operations detected" in checked.stdout + checked.stderr
+    with harel_sa.PostgresTransport(app, create_schema=False) as in_app:
+        in_app.publish("g", harel_sa.Event(kind="in app"))
+        with harel_sa.PostgresTransport(pg_url) as in_public:  # makes its own tables
+            assert in_public.claim("w", 30) is None
+            in_public.publish("g", harel_sa.Event(kind="in public"))
+        lease = in_app.claim("w", 30)
+        assert lease is not None and lease.event.kind == "in app"
+    assert tables(pg_url) == {*names.tables, names.version_table}
+
+
+def test_pgoptions_choose_the_schema_for_the_migrations_too(pg_url: str) -> None:
+    """libpq's PGOPTIONS (no ``options`` in the URL) reach the migrations' connection as
+    they reach the reading's: the upgrade lands where ``check`` then looks."""
+    sql(pg_url, "CREATE SCHEMA ops")
+    env = {**os.environ, "PGOPTIONS": "-csearch_path=ops"}
+    done = subprocess.run(
+        [sys.executable, "-m", "harel_sa", "db", "upgrade", "--url", pg_url],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"upgraded (none) -> {HEAD_REVISION}" in done.stdout
+    assert tables_in(pg_url, "ops") == {*Names().tables, Names().version_table}
+    assert tables(pg_url) == set()
