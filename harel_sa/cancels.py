@@ -41,7 +41,7 @@ async def shielded(call: Awaitable[T], give_back: Callable[[Lease[Any]], Awaitab
 
 class Finished(BaseException):
     """Raised instead of ``cancelled`` (the caller's cancellation, which came while its call
-        ran on to its end): ``result`` is what the call returned, its leases to be given back. A
+    ran on to its end): ``result`` is what the call returned, its leases to be given back. A
     ``BaseException``, as the cancellation it stands for: no ``except Exception`` takes it."""
 
     def __init__(self, result: object, cancelled: asyncio.CancelledError) -> None:
@@ -66,7 +66,8 @@ async def give_back_all(
     result: object, give_back: Callable[[Lease[Any]], Awaitable[object]]
 ) -> None:
     """Hand each lease in ``result`` to ``give_back``: all of them, through failures and
-    through a further cancellation (raised once they were all handed)."""
+    through a further cancellation (raised once they were all handed; a give-back that ran to
+    its end through it raises its :class:`Finished`, whose cancellation that is)."""
     again: asyncio.CancelledError | None = None
     for taken in leases_taken(result):
         try:
@@ -75,6 +76,8 @@ async def give_back_all(
             pass  # the lease lapses, as a crashed worker's does
         except asyncio.CancelledError as error:
             again = error
+        except Finished as finished:
+            again = finished.cancelled
     if again is not None:
         raise again
 
