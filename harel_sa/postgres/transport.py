@@ -190,12 +190,18 @@ class PoolSettings:
 def pool_settings(url: object, options: Options[Any], pool_size: object) -> PoolSettings:
     """The pool of a transport on ``url`` with ``options``: at most ``pool_size``
     connections, each waiting at most ``busy_timeout`` for a row lock (``lock_timeout``) and
-    each call at most that long for a connection."""
+    each call at most that long for a connection. Each connection's transactions are READ
+    COMMITTED whatever the database's default: the claims' rules are built on it (their row
+    locks skip what another claim holds; under REPEATABLE READ or SERIALIZABLE, concurrent
+    claims and acks fail with serialization errors)."""
     lock_ms = max(1, int(options.busy_timeout * 1000))
     return PoolSettings(
         conninfo=conninfo(url),
         size=validate.count("pool_size", pool_size),
-        setup=f"SET lock_timeout = {lock_ms}",
+        setup=(
+            f"SELECT set_config('lock_timeout', '{lock_ms}', false), "
+            "set_config('default_transaction_isolation', 'read committed', false)"
+        ),
         name=f"harel_sa:{options.names.prefix}",
         busy_timeout=options.busy_timeout,
     )

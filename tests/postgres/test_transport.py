@@ -178,6 +178,42 @@ def test_a_transport_is_shared_by_threads_without_losing_or_doubling(pg_url: str
             assert kinds == sorted(kinds)  # FIFO per group, whichever thread claimed
 
 
+@pytest.mark.parametrize("default", ["serializable", "repeatable read"])
+def test_a_database_whose_default_isolation_is_stricter_still_drains_cleanly(
+    pg_url: str, default: str
+) -> None:
+    """A DBA's stricter default isolation does not reach the transport's transactions: six
+    threads drain without one serialization failure (the claims' rules are READ COMMITTED's)."""
+    sql(
+        pg_url,
+        "DO $$ BEGIN EXECUTE format('ALTER DATABASE %%I SET default_transaction_isolation = %%L', "
+        f"current_database(), '{default}'); END $$",
+    )
+    with psycopg.connect(pg_url) as conn:  # what any other connection now gets
+        assert conn.execute("SHOW default_transaction_isolation").fetchone() == (default,)
+    with PostgresTransport(pg_url, pool_size=6) as q:
+        q.publish_many([(f"g{i % 20}", ev(f"m{i}")) for i in range(600)])
+        acked: list[str] = []
+        failed: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                while (lease := q.claim("w", VIS)) is not None:
+                    assert q.ack(lease)
+                    acked.append(lease.event.kind)
+            except BaseException as exc:
+                failed.append(exc)
+
+        threads = [threading.Thread(target=work) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert failed == []
+        assert sorted(acked) == sorted(f"m{i}" for i in range(600))
+        assert q.stats().messages == 0
+
+
 def test_a_row_lock_held_past_busy_timeout_is_busy(pg_url: str) -> None:
     with PostgresTransport(pg_url, busy_timeout=0.3) as q:
         q.publish("g", ev("m"))
