@@ -29,7 +29,7 @@ from sqlalchemy import (
     make_url,
 )
 
-from harel_sa.postgres.connect import is_postgresql
+from harel_sa.postgres.connect import CLIENT_ENCODING, is_postgresql, session_setup
 from harel_sa.schema import DEFAULT_PREFIX, Names, metadata, migration_lock, on_dialect
 from harel_sa.sqlite.connection import sqlite_url
 from harel_sa.state import read
@@ -138,14 +138,18 @@ def engine_for(url: str, *, busy_timeout_ms: int = _MIGRATION_BUSY_TIMEOUT_MS) -
     most ``busy_timeout_ms``.
     """
     if is_postgresql(url):
-        pg_engine = create_engine(migration_url(url), poolclass=NullPool)
+        pg_engine = create_engine(
+            migration_url(url),
+            poolclass=NullPool,
+            connect_args={"client_encoding": CLIENT_ENCODING},
+        )
 
         @event.listens_for(pg_engine, "connect")
-        def _wait_bound(dbapi_connection: Any, _record: Any) -> None:
-            # A SET, as the transports do, not libpq's ``options``: those would replace the
+        def _set_up(dbapi_connection: Any, _record: Any) -> None:
+            # Set, as the transports do, not libpq's ``options``: those would replace the
             # URL's or PGOPTIONS', where a search_path names the schema the queue lives in.
             dbapi_connection.autocommit = True
-            dbapi_connection.execute(f"SET lock_timeout = {int(busy_timeout_ms)}")
+            dbapi_connection.execute(session_setup(busy_timeout_ms))
             dbapi_connection.autocommit = False
 
         return pg_engine

@@ -46,7 +46,8 @@ class StorageFullError(StorageError):
 
 
 class ReadOnlyError(StorageError):
-    """The database file (or its directory) cannot be written."""
+    """The database cannot be written: a SQLite file (or its directory) that is read-only, or
+    a PostgreSQL database or server that refuses writes (read-only transactions, a standby)."""
 
 
 class NotADatabaseError(StorageError):

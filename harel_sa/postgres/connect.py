@@ -15,6 +15,25 @@ from harel_sa.state import State, read
 DRIVERS = ("", "psycopg", "psycopg2", "psycopg_async", "asyncpg", "pg8000")
 
 
+#: The client encoding of every connection harel_sa opens, a startup parameter (so it wins
+#: over the URL's options, PGCLIENTENCODING and the database's default): an event's JSON may
+#: hold any character, and with SQL_ASCII psycopg reads texts as bytes.
+CLIENT_ENCODING = "UTF8"
+
+
+def session_setup(lock_timeout_ms: int | None = None) -> str:
+    """The statement each connection harel_sa opens runs first, whatever the URL's options,
+    PGOPTIONS or the database's defaults say: its transactions READ COMMITTED (the claims'
+    rules are built on it: under REPEATABLE READ or SERIALIZABLE, concurrent claims and acks
+    fail with serialization errors), and with a ``lock_timeout_ms``, the longest wait for a
+    lock."""
+    settings = [("default_transaction_isolation", "read committed")]
+    if lock_timeout_ms is not None:
+        settings.append(("lock_timeout", str(max(1, int(lock_timeout_ms)))))
+    calls = ", ".join(f"set_config('{name}', '{value}', false)" for name, value in settings)
+    return f"SELECT {calls}"
+
+
 def is_postgresql(target: object) -> bool:
     """Whether ``target`` (a URL string, :class:`URL` or Engine) names a PostgreSQL database."""
     if isinstance(target, Engine):
@@ -63,6 +82,7 @@ def conninfo(target: object) -> str:
     }
     for key, value in url.query.items():
         params[key] = value if isinstance(value, str) else value[-1]
+    params["client_encoding"] = CLIENT_ENCODING
     return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
 
 
@@ -75,6 +95,7 @@ def read_state(
 
     names = Names(prefix)
     with psycopg.connect(conninfo(target), autocommit=True) as conn:
+        conn.execute(session_setup())
         conn.read_only = True
         return read(conn, names, version_table)
 

@@ -22,6 +22,7 @@ from harel_sa.errors import (
     BusyError,
     ConnectionLostError,
     HarelSAError,
+    ReadOnlyError,
     StorageError,
     TransportClosedError,
 )
@@ -113,11 +114,15 @@ def lost(exc: BaseException, conn: Any | None) -> bool:
 def translate(exc: psycopg.Error, conn: Any | None, where: str) -> HarelSAError:
     """The typed error for a psycopg error: :class:`~harel_sa.BusyError` for a lock or
     statement timeout (and deadlock or serialization victims), :class:`~harel_sa.
-    ConnectionLostError` for a broken connection, else :class:`~harel_sa.StorageError`."""
+    ConnectionLostError` for a broken connection, :class:`~harel_sa.ReadOnlyError` for a
+    database or server that refuses writes (``default_transaction_read_only``, a standby),
+    else :class:`~harel_sa.StorageError`."""
     text = str(exc).strip() or type(exc).__name__
     if isinstance(exc, _BUSY):
         return BusyError(f"{text} ({exc.sqlstate})")
     if lost(exc, conn):
         return ConnectionLostError(f"the connection to {where} was lost: {text}")
+    if isinstance(exc, pg.ReadOnlySqlTransaction):
+        return ReadOnlyError(f"{where} refuses writes: {text} ({exc.sqlstate})")
     state = getattr(exc, "sqlstate", None)
     return StorageError(f"{text} ({state})" if state else text)

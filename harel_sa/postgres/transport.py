@@ -22,7 +22,7 @@ from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event
 from harel_sa.postgres import operations as ops
 from harel_sa.postgres.backend import PostgresBackend
-from harel_sa.postgres.connect import conninfo, display
+from harel_sa.postgres.connect import conninfo, display, session_setup
 from harel_sa.postgres.driver import ADAPTERS, lost, no_connection, run, translate
 from harel_sa.postgres.listen import Listener
 from harel_sa.postgres.sessions import Session, Sessions
@@ -190,18 +190,12 @@ class PoolSettings:
 def pool_settings(url: object, options: Options[Any], pool_size: object) -> PoolSettings:
     """The pool of a transport on ``url`` with ``options``: at most ``pool_size``
     connections, each waiting at most ``busy_timeout`` for a row lock (``lock_timeout``) and
-    each call at most that long for a connection. Each connection's transactions are READ
-    COMMITTED whatever the database's default: the claims' rules are built on it (their row
-    locks skip what another claim holds; under REPEATABLE READ or SERIALIZABLE, concurrent
-    claims and acks fail with serialization errors)."""
-    lock_ms = max(1, int(options.busy_timeout * 1000))
+    each call at most that long for a connection; each set up by
+    :func:`~harel_sa.postgres.connect.session_setup`."""
     return PoolSettings(
         conninfo=conninfo(url),
         size=validate.count("pool_size", pool_size),
-        setup=(
-            f"SELECT set_config('lock_timeout', '{lock_ms}', false), "
-            "set_config('default_transaction_isolation', 'read committed', false)"
-        ),
+        setup=session_setup(int(options.busy_timeout * 1000)),
         name=f"harel_sa:{options.names.prefix}",
         busy_timeout=options.busy_timeout,
     )

@@ -381,3 +381,15 @@ def test_pgoptions_choose_the_schema_for_the_migrations_too(pg_url: str) -> None
     assert f"upgraded (none) -> {HEAD_REVISION}" in done.stdout
     assert tables_in(pg_url, "ops") == {*Names().tables, Names().version_table}
     assert tables(pg_url) == set()
+
+
+def test_the_db_commands_work_whatever_client_encoding_the_url_asks_for(pg_url: str) -> None:
+    """With SQL_ASCII, psycopg reads texts as bytes (SQLAlchemy's reading of the server version
+    failed on them); the migrations' connections speak UTF-8 whatever the URL says."""
+    url = f"{pg_url}&options=-cclient_encoding%3DSQL_ASCII"
+    done = harel_sa_db("upgrade", "--url", url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"upgraded (none) -> {HEAD_REVISION}" in done.stdout
+    checked = harel_sa_db("check", "--url", url)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert diff(pg_url) == []

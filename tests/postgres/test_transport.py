@@ -21,6 +21,7 @@ from harel_sa import (
     Event,
     InvalidArgumentError,
     PostgresTransport,
+    ReadOnlyError,
     SchemaError,
     TransportClosedError,
 )
@@ -184,11 +185,7 @@ def test_a_database_whose_default_isolation_is_stricter_still_drains_cleanly(
 ) -> None:
     """A DBA's stricter default isolation does not reach the transport's transactions: six
     threads drain without one serialization failure (the claims' rules are READ COMMITTED's)."""
-    sql(
-        pg_url,
-        "DO $$ BEGIN EXECUTE format('ALTER DATABASE %%I SET default_transaction_isolation = %%L', "
-        f"current_database(), '{default}'); END $$",
-    )
+    _set_database_default(pg_url, "default_transaction_isolation", default)
     with psycopg.connect(pg_url) as conn:  # what any other connection now gets
         assert conn.execute("SHOW default_transaction_isolation").fetchone() == (default,)
     with PostgresTransport(pg_url, pool_size=6) as q:
@@ -212,6 +209,50 @@ def test_a_database_whose_default_isolation_is_stricter_still_drains_cleanly(
         assert failed == []
         assert sorted(acked) == sorted(f"m{i}" for i in range(600))
         assert q.stats().messages == 0
+
+
+def _set_database_default(url: str, setting: str, value: str) -> None:
+    """``ALTER DATABASE <this one> SET setting = value``: what every new connection gets."""
+    sql(
+        url,
+        f"DO $$ BEGIN EXECUTE format('ALTER DATABASE %%I SET {setting} = %%L', "
+        f"current_database(), '{value}'); END $$",
+    )
+
+
+@pytest.mark.parametrize("encoding", ["LATIN1", "SQL_ASCII"])
+def test_any_client_encoding_the_url_asks_for_still_carries_every_character(
+    pg_url: str, encoding: str
+) -> None:
+    """A URL (or PGCLIENTENCODING, or the database) asking for a client encoding that cannot
+    hold an event's characters, or in which psycopg reads texts as bytes: the schema is made
+    and read, and every character comes back as it went."""
+    url = f"{pg_url}&options=-cclient_encoding%3D{encoding}"
+    with psycopg.connect(url) as conn:  # what the URL alone gives a connection
+        assert conn.execute("SHOW client_encoding").fetchone() in ((encoding,), (b"SQL_ASCII",))
+    group, text = "gé→😀", "é→😀 ü"
+    with PostgresTransport(url) as q:
+        q.publish(group, Event(kind=text, data={"x": text}))
+        lease = q.claim("w", VIS)
+        assert lease is not None
+        assert (lease.group_id, lease.event.kind, lease.event.data) == (group, text, {"x": text})
+        assert q.ack(lease)
+
+
+def test_a_database_that_refuses_writes_is_a_read_only_error(pg_url: str) -> None:
+    """``default_transaction_read_only`` (as on a standby): every write raises
+    ReadOnlyError, as a read-only SQLite file does; reads still answer."""
+    with PostgresTransport(pg_url) as q:
+        q.publish("g", ev("m"))
+    _set_database_default(pg_url, "default_transaction_read_only", "on")
+    with PostgresTransport(pg_url, create_schema=False) as q:
+        with pytest.raises(ReadOnlyError, match="refuses writes"):
+            q.publish("g", ev("n"))
+        with pytest.raises(ReadOnlyError):
+            q.claim("w", VIS)
+        assert q.stats().messages == 1
+        assert [m.group_id for m in q.peek()] == ["g"]
+        assert q.dead() == []
 
 
 def test_a_row_lock_held_past_busy_timeout_is_busy(pg_url: str) -> None:
