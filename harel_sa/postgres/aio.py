@@ -130,13 +130,24 @@ class AsyncPostgresTransport(AsyncTransport[E]):
                 raise no_connection(exc, pool.get_stats(), self._where, closed=closed) from exc
         return self._sessions.new(conn)
 
+    async def _session(self, pool: AsyncConnectionPool[Any]) -> Session[AsyncConnection]:
+        """:meth:`PostgresTransport._session <harel_sa.PostgresTransport._session>`, awaited:
+        a session whose connection the server did not end while it sat idle."""
+        for _ in range(self._pool_size + 1):
+            session = self._sessions.take() or await self._connect(pool)
+            if not session.connection.wire.ended():
+                return session
+            await session.connection.close()
+            await pool.putconn(session.connection)
+        return session
+
     async def _attempt(self, bound: Bound[T]) -> T:
         op = cast("ops.Call[T]", bound)
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")
         for attempt in (1, 2):
-            session = self._sessions.take() or await self._connect(pool)
+            session = await self._session(pool)
             done: tuple[T] | None = None  # what the call returned, once it did
             try:
                 done = (await arun(session.connection, op, to_end=True),)

@@ -88,6 +88,7 @@ class PostgresTransport(Transport[E]):
             pool.close()
             raise no_connection(exc, None, self._where) from exc
         self._pool = pool
+        self._pool_size = settings.size
         self._sessions: Sessions[Connection] = Sessions()
         self._listener = Listener(settings.conninfo, options.names)
 
@@ -108,13 +109,25 @@ class PostgresTransport(Transport[E]):
                 raise no_connection(exc, pool.get_stats(), self._where, closed=closed) from exc
         return self._sessions.new(conn)
 
+    def _session(self, pool: ConnectionPool[Any]) -> Session[Connection]:
+        """A session for a call: kept, or from the pool. One whose connection the server ended
+        while it sat idle is closed and given back (the pool replaces it), and another taken:
+        nothing was sent on it, so no call needs to fail for it."""
+        for _ in range(self._pool_size + 1):  # after a restart, every one may be ended
+            session = self._sessions.take() or self._connect(pool)
+            if not session.connection.wire.ended():
+                return session
+            session.connection.close()
+            pool.putconn(session.connection)
+        return session  # ended as well: the call raises the lost connection
+
     def _run(self, bound: Bound[T]) -> T:
         op = cast("ops.Call[T]", bound)
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")
         for attempt in (1, 2):
-            session = self._sessions.take() or self._connect(pool)
+            session = self._session(pool)
             try:
                 return run(session.connection, op)
             except psycopg.Error as exc:

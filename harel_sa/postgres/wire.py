@@ -143,6 +143,27 @@ class Wire:
             self.pgconn.send_query(b"ROLLBACK")
             yield from self._results()
 
+    def ended(self) -> bool:
+        """Whether the server ended the connection while it sat idle between calls (a restart,
+        a terminated backend, ``idle_session_timeout``), found without blocking: nothing has
+        been sent on it, so a call may take another connection instead. What else the server
+        said meanwhile (a parameter's new value) is read, and leaves the connection usable."""
+        for _ in range(4):  # the server's last words, then its end of the stream
+            if not self._readable_now():
+                return False
+            try:
+                self.pgconn.consume_input()
+            except psycopg.OperationalError:
+                return True
+            if self.pgconn.status == pq.ConnStatus.BAD:
+                return True
+        return False
+
+    def _readable_now(self) -> bool:
+        if self._poll is not None:
+            return bool(self._poll.poll(0))
+        return bool(select.select([self.fileno], [], [], 0)[0])
+
     def ready(self, what: int) -> None:
         """Block until the connection's socket is ready for ``what`` (signals interrupt)."""
         if what == READ and self._poll is not None:

@@ -4,6 +4,7 @@ The queue's rules themselves run in tests/contract/ (the ``postgres`` kind)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from psycopg.adapt import PyFormat
 from sqlalchemy import create_engine
 
 from harel_sa import (
+    AsyncPostgresTransport,
     BusyError,
     ConnectionLostError,
     Event,
@@ -271,31 +273,131 @@ def test_a_row_lock_held_past_busy_timeout_is_busy(pg_url: str) -> None:
         assert q.ack(lease)  # nothing was written by the busy call; the lease still holds
 
 
-def test_a_terminated_connection_is_a_typed_error_and_the_pool_reconnects(pg_url: str) -> None:
+CLIENTS = (
+    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+    "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+)
+
+
+def end_backends(url: str, which: str = CLIENTS) -> None:
+    """Terminate the backends ``which`` selects, each waited for until it has exited (so its
+    end has reached its client's socket)."""
+    for (pid,) in sql(url, which):
+        sql(url, "SELECT pg_terminate_backend(%s, 10000)", (pid,))
+
+
+def test_a_connection_the_server_ended_while_idle_is_replaced_before_the_call(
+    pg_url: str,
+) -> None:
+    """Nothing was sent on it: the claim and the ack go through on a new connection, with no
+    error for the caller (a restart or a terminated backend between two calls)."""
     with PostgresTransport(pg_url, pool_size=1) as q:
         q.publish("g", ev("m"))
-        (pid,) = sql(
-            pg_url,
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND backend_type = 'client backend'",
-        )[0]
-        sql(pg_url, "SELECT pg_terminate_backend(%s)", (pid,))
-        with pytest.raises(ConnectionLostError, match="was lost"):
-            q.claim("w", VIS)
+        lease = q.claim("w", VIS)
+        assert lease is not None
+        end_backends(pg_url)
+        assert q.ack(lease)
+        q.publish("g", ev("n"))
+        end_backends(pg_url)
+        again = q.claim("w", VIS)
+        assert again is not None and again.event.kind == "n"
+
+
+def test_an_async_connection_ended_while_idle_is_replaced_before_the_call(pg_url: str) -> None:
+    async def main() -> None:
+        q = await AsyncPostgresTransport.create(pg_url, pool_size=1)
+        try:
+            await q.publish("g", ev("m"))
+            lease = await q.claim("w", VIS)
+            assert lease is not None
+            end_backends(pg_url)
+            assert await q.ack(lease)
+        finally:
+            await q.close()
+
+    asyncio.run(main())
+
+
+def test_idle_session_timeout_costs_no_call_an_error(pg_url: str) -> None:
+    """A database that ends idle sessions: a worker's handler outlasts it between its claim
+    and its ack, and the ack still lands (before, it raised ConnectionLostError and the
+    message came back when its lease lapsed)."""
+    with PostgresTransport(pg_url, pool_size=1) as q:
+        q.publish("g", ev("m"))
+        _set_database_default(pg_url, "idle_session_timeout", "100ms")
+    with PostgresTransport(pg_url, pool_size=1) as q:
+        lease = q.claim("w", VIS)
+        assert lease is not None
+        for _ in range(1000):  # a bound, not a timing: the server ends the session soon
+            if not sql(pg_url, CLIENTS + " AND state = 'idle'"):
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("the server never ended the idle session")
+        assert q.ack(lease)
+        assert q.stats().messages == 0
+
+
+def test_a_connection_lost_mid_statement_is_a_typed_error_and_the_pool_reconnects(
+    pg_url: str,
+) -> None:
+    """The claim's statement waits at the server (the table is locked) when its backend is
+    terminated: ConnectionLostError, and the next call runs on a new connection."""
+    with PostgresTransport(pg_url, pool_size=1) as q:
+        q.publish("g", ev("m"))
+        outcome: list[BaseException | None] = []
+        with psycopg.connect(pg_url) as locker:
+            locker.execute(f"LOCK TABLE {NAMES.messages} IN ACCESS EXCLUSIVE MODE")
+
+            def claim() -> None:
+                try:
+                    q.claim("w", VIS)
+                    outcome.append(None)
+                except BaseException as exc:
+                    outcome.append(exc)
+
+            thread = threading.Thread(target=claim)
+            thread.start()
+            waiting = CLIENTS + " AND wait_event_type = 'Lock'"
+            for _ in range(2000):  # a bound, not a timing
+                if sql(pg_url, waiting):
+                    break
+                time.sleep(0.005)
+            end_backends(pg_url, waiting)
+            thread.join(60)
+        assert len(outcome) == 1 and isinstance(outcome[0], ConnectionLostError)
+        assert "was lost" in str(outcome[0])
         lease = q.claim("w", VIS)  # a new connection
         assert lease is not None and q.ack(lease)
 
 
-def test_reads_are_retried_once_on_a_lost_connection(pg_url: str) -> None:
-    with PostgresTransport(pg_url, pool_size=1) as q:
+def test_reads_are_retried_once_on_a_connection_lost_mid_statement(pg_url: str) -> None:
+    """``stats`` only looks: its connection lost while it waits at the server, it runs again
+    on a new one (and waits there until the lock goes)."""
+    with PostgresTransport(pg_url, pool_size=2) as q:
         q.publish("g", ev("m"))
-        sql(
-            pg_url,
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-            "AND backend_type = 'client backend'",
-        )
-        assert q.stats().messages == 1  # only looked: run again on a fresh connection
+        got: list[object] = []
+        with psycopg.connect(pg_url) as locker:
+            locker.execute(f"LOCK TABLE {NAMES.messages} IN ACCESS EXCLUSIVE MODE")
+            thread = threading.Thread(target=lambda: got.append(q.stats().messages))
+            thread.start()
+            waiting = CLIENTS + " AND wait_event_type = 'Lock'"
+            for _ in range(2000):  # a bound, not a timing
+                if sql(pg_url, waiting):
+                    break
+                time.sleep(0.005)
+            (first,) = sql(pg_url, waiting)[0]
+            end_backends(pg_url, waiting)
+            for _ in range(2000):  # the retry waits at the lock again, on another backend
+                again = sql(pg_url, waiting)
+                if again and again[0][0] != first:
+                    break
+                time.sleep(0.005)
+            else:
+                raise AssertionError("the read was not retried")
+            locker.rollback()
+        thread.join(60)
+        assert got == [1]
 
 
 def test_a_server_that_is_not_there_is_a_lost_connection_at_open(pg_url: str) -> None:
