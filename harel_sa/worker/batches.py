@@ -36,9 +36,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harel_sa.errors import BusyError, HarelSAError
+from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
-from harel_sa.worker.operations import Batch, Operation, Sent
+from harel_sa.worker.operations import RETRIED, Batch, Operation, Sent
 from harel_sa.worker.outcomes import Outcome, Returned
 
 if TYPE_CHECKING:
@@ -283,11 +283,12 @@ class Batches:
             run.on_ring()
 
     def failed(self, batch: Batch, error: HarelSAError) -> bool:
-        """``batch`` raised ``error``: send it again after ``poll_interval``? Only for a busy
-        write lock; else its acks count as lost (their leases lapse by themselves) and its
-        claim is given back."""
+        """``batch`` raised ``error``: send it again after ``poll_interval``? For a busy write
+        lock and a lost connection, as a single settle (:meth:`Run.may_retry
+        <harel_sa.worker.run.Run.may_retry>`); else its acks count as lost (their leases lapse
+        by themselves) and its claim is given back."""
         self.run.failed(batch.name, error)
-        if isinstance(error, BusyError) and not self.run.done:
+        if isinstance(error, RETRIED) and not self.run.done:
             return True
         self.dropped(batch)
         return False

@@ -11,11 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harel_sa.errors import BusyError, ConnectionLostError
 from harel_sa.events import Lease
 
 if TYPE_CHECKING:
     from harel_sa.worker.options import WorkerOptions
     from harel_sa.worker.queues import AsyncQueue, Queue
+
+
+#: The errors after which a settle (or a batch of acks) is sent again, after ``poll_interval``:
+#: a busy write lock, and a connection lost mid-call (fenced by its token, a settle sent twice
+#: acts once).
+RETRIED = (BusyError, ConnectionLostError)
 
 
 @dataclass(frozen=True, slots=True)

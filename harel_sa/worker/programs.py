@@ -93,8 +93,9 @@ def handle(run: Run, lease: Lease[Any]) -> Generator[Step, None, Operation | Non
 
 
 def settle(run: Run, op: Operation) -> Generator[Step, None, Lease[Any] | None]:
-    """Perform ``op``; while the write lock stays busy, try again every ``poll_interval``.
-    The next lease when ``op`` was an ack fused with a claim that found one."""
+    """Perform ``op``; while the write lock stays busy or the connection is lost, try again
+    every ``poll_interval``. The next lease when ``op`` was an ack fused with a claim that
+    found one."""
     while True:
         call = Call(op)
         started = time.monotonic()

@@ -19,13 +19,13 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from harel_sa.errors import BusyError, HarelSAError, InvalidArgumentError, TransportClosedError
+from harel_sa.errors import HarelSAError, InvalidArgumentError, TransportClosedError
 from harel_sa.events import Lease
 from harel_sa.settlements import How
 from harel_sa.worker.batches import Batches
 from harel_sa.worker.control import DeadLetter, Retry
 from harel_sa.worker.observe import Observer
-from harel_sa.worker.operations import Ack, Bury, Done, Nack, Operation
+from harel_sa.worker.operations import RETRIED, Ack, Bury, Done, Nack, Operation
 from harel_sa.worker.options import WorkerOptions
 from harel_sa.worker.outcomes import Interrupted, Outcome, Returned
 
@@ -423,11 +423,13 @@ class Run:
         self._count("succeeded", succeeded)
 
     def may_retry(self, op: Operation, error: HarelSAError) -> bool:
-        """``op`` raised ``error``: try it again after ``poll_interval``? Only for a busy
-        write lock (the lease is not given up for a busy moment); else the lease counts as
-        lost (it lapses by itself)."""
+        """``op`` raised ``error``: try it again after ``poll_interval``? For a busy write lock
+        (the lease is not given up for a busy moment) and for a connection lost mid-call
+        (fenced by its token, a settle is safe to send again: had the first one committed,
+        the second finds the lease gone and returns ``False``; the pool reconnects meanwhile);
+        else the lease counts as lost (it lapses by itself)."""
         self.failed(op.name, error)
-        if isinstance(error, BusyError) and not self.done:
+        if isinstance(error, RETRIED) and not self.done:
             return True
         self._note_lost(op.lease, op.name)
         return False
@@ -459,7 +461,7 @@ class Run:
     def failed(self, what: str, error: HarelSAError) -> None:
         """A transport call (``what``) raised ``error``: log it; stop if retrying is hopeless
         (the transport is closed, or the worker sends arguments it refuses)."""
-        if isinstance(error, BusyError):
+        if isinstance(error, RETRIED):
             log.warning("%s: %s; will retry", what, error)
             return
         log.warning("%s failed: %s", what, error)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import defaultdict
 
+import psycopg
 import pytest
 
 from harel_sa import (
@@ -24,6 +26,7 @@ from harel_sa import (
     PostgresTransport,
     Worker,
 )
+from harel_sa.schema import Names
 from harel_sa.worker import Backoff
 
 GROUPS, PER_GROUP = 12, 8
@@ -114,3 +117,69 @@ def test_each_worker_refuses_the_other_twin(pg_url: str) -> None:
         pytest.raises(InvalidArgumentTypeError, match="PostgresTransport"),
     ):
         AsyncWorker(q, handler=lambda lease: None)  # type: ignore[arg-type]
+
+
+class LostMidAck:
+    """A handler after which the worker's ack (or batch of acks) loses its connection while
+    its statement waits at the server: it locks the messages table, and a thread of its own
+    terminates the first backend that waits on that lock, then lets the lock go."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.ended: list[int] = []
+        self.errors: list[BaseException] = []
+        self._thread: threading.Thread | None = None
+
+    def __call__(self, lease: Lease[Event]) -> None:
+        if self._thread is not None:
+            return
+        locked = threading.Event()
+        self._thread = threading.Thread(target=self._lock_and_end, args=(locked,), daemon=True)
+        self._thread.start()
+        assert locked.wait(30)
+
+    def _lock_and_end(self, locked: threading.Event) -> None:
+        try:
+            with (
+                psycopg.connect(self.url) as locker,
+                psycopg.connect(self.url, autocommit=True) as admin,
+            ):
+                locker.execute(f"LOCK TABLE {Names().messages} IN ACCESS EXCLUSIVE MODE")
+                locked.set()
+                waiting = (
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND pid <> %s"
+                )
+                for _ in range(6000):  # a bound, not a timing
+                    rows = admin.execute(waiting, (locker.info.backend_pid,)).fetchall()
+                    if rows:
+                        break
+                    time.sleep(0.005)
+                for (pid,) in rows:
+                    admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
+                    self.ended.append(pid)
+                locker.rollback()
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    def join(self) -> None:
+        assert self._thread is not None
+        self._thread.join(60)
+        assert self.errors == []
+
+
+@BATCHES
+def test_an_ack_whose_connection_is_lost_mid_statement_is_sent_again(
+    pg_url: str, batch: int
+) -> None:
+    """Fenced by its token, an ack is safe to send twice: the worker sends it again once the
+    pool has a new connection, so the message is not handled a second time at lease lapse."""
+    with PostgresTransport(pg_url, pool_size=2) as q:
+        q.publish("g", Event(kind="m"))
+        handler = LostMidAck(pg_url)
+        options = {"batch": batch, "concurrency": batch, "poll_interval": 0.05}
+        stats = Worker(q, handler, handle_signals=False, **options).run(until_empty=True)
+        handler.join()
+        assert len(handler.ended) == 1  # the ack's backend, ended mid-statement
+        assert (stats.succeeded, stats.lost) == (1, 0)
+        assert q.stats().messages == 0
