@@ -44,6 +44,17 @@ def _encodable(name: str, value: str) -> None:
         ) from None
 
 
+def storable(value: str) -> str:
+    """``value`` as text every backend stores, for free text made of other text (a worker's
+    dead-letter reason quoting a handler's exception): a lone surrogate (UTF-8 cannot hold
+    one) and NUL (PostgreSQL's text cannot) written as their escapes, ``\\udcff``,
+    ``\\x00``; any other text unchanged."""
+    if value.isascii():
+        return value.replace("\x00", "\\x00")
+    escaped = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return escaped.replace("\x00", "\\x00")
+
+
 def optional_text(name: str, value: object) -> str | None:
     return None if value is None else required_text(name, value)
 

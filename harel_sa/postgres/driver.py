@@ -22,6 +22,7 @@ from harel_sa.errors import (
     BusyError,
     ConnectionLostError,
     HarelSAError,
+    InvalidArgumentError,
     ReadOnlyError,
     StorageError,
     TransportClosedError,
@@ -116,12 +117,16 @@ def translate(exc: psycopg.Error, conn: Any | None, where: str) -> HarelSAError:
     statement timeout (and deadlock or serialization victims), :class:`~harel_sa.
     ConnectionLostError` for a broken connection, :class:`~harel_sa.ReadOnlyError` for a
     database or server that refuses writes (``default_transaction_read_only``, a standby),
-    else :class:`~harel_sa.StorageError`."""
+    :class:`~harel_sa.InvalidArgumentError` for a text holding NUL (refused before it was
+    sent), else :class:`~harel_sa.StorageError`."""
     text = str(exc).strip() or type(exc).__name__
     if isinstance(exc, _BUSY):
         return BusyError(f"{text} ({exc.sqlstate})")
     if lost(exc, conn):
         return ConnectionLostError(f"the connection to {where} was lost: {text}")
+    if isinstance(exc, psycopg.DataError) and exc.sqlstate is None and "NUL" in text:
+        # psycopg's refusal to send a text holding NUL, before anything reached the server.
+        return InvalidArgumentError(f"PostgreSQL cannot store a text holding NUL (\\x00): {text}")
     if isinstance(exc, pg.ReadOnlySqlTransaction):
         return ReadOnlyError(f"{where} refuses writes: {text} ({exc.sqlstate})")
     state = getattr(exc, "sqlstate", None)

@@ -22,6 +22,7 @@ from typing import Any
 from harel_sa.errors import HarelSAError, InvalidArgumentError, TransportClosedError
 from harel_sa.events import Lease
 from harel_sa.settlements import How
+from harel_sa.validate import storable
 from harel_sa.worker.batches import Batches
 from harel_sa.worker.control import DeadLetter, Retry
 from harel_sa.worker.observe import Observer
@@ -346,12 +347,14 @@ class Run:
         limit = self.options.max_deliveries
         of = f" of {limit}" if limit is not None else ""
         where = f"{lease.group_id} seq {lease.seq} (delivery {lease.deliveries}{of})"
+        # A reason quotes a handler's text: stored escaped where a backend could not store it
+        # (a refused dead letter would leave its message to come back again and again).
         if isinstance(error, DeadLetter):
-            return Bury(lease, error.reason)
+            return Bury(lease, storable(error.reason))
         if isinstance(error, Retry):
             self._count("retried")
             if self._last_delivery(lease):
-                return Bury(lease, f"retried at its last delivery{of}: {error}")
+                return Bury(lease, storable(f"retried at its last delivery{of}: {error}"))
             log.info("handler asked to retry %s in %gs", where, error.delay, extra=_fields(lease))
             return Nack(lease, error.delay)
         self._count("failed")
@@ -364,7 +367,9 @@ class Run:
                 exc_info=error,
                 extra=_fields(lease),
             )
-            return Bury(lease, f"handler failed at delivery {lease.deliveries}{of}: {text}")
+            return Bury(
+                lease, storable(f"handler failed at delivery {lease.deliveries}{of}: {text}")
+            )
         delay = self.options.backoff.delay(lease.deliveries)
         log.warning(
             "handler failed on %s: %s; retry in %.1fs (at %s)",

@@ -257,6 +257,23 @@ def test_a_database_that_refuses_writes_is_a_read_only_error(pg_url: str) -> Non
         assert q.dead() == []
 
 
+def test_text_holding_nul_is_an_invalid_argument_and_nothing_is_written(pg_url: str) -> None:
+    """PostgreSQL's text cannot hold NUL (SQLite's can): an id, a key or a reason holding one
+    is refused as bad input before anything is written."""
+    with PostgresTransport(pg_url) as q:
+        with pytest.raises(InvalidArgumentError, match="NUL"):
+            q.publish("a\x00b", ev("m"))
+        with pytest.raises(InvalidArgumentError, match="NUL"):
+            q.publish_many([("g", ev("m")), ("h", ev("n"))], routing_key="r\x00")
+        assert q.stats().messages == 0
+        q.publish("g", ev("m"))
+        lease = q.claim("w", VIS)
+        assert lease is not None
+        with pytest.raises(InvalidArgumentError, match="NUL"):
+            q.dead_letter(lease, "why\x00")
+        assert q.ack(lease)  # the lease was left as it was
+
+
 def test_a_row_lock_held_past_busy_timeout_is_busy(pg_url: str) -> None:
     with PostgresTransport(pg_url, busy_timeout=0.3) as q:
         q.publish("g", ev("m"))

@@ -20,6 +20,7 @@ import pytest
 from harel_sa import (
     AsyncPostgresTransport,
     AsyncWorker,
+    DeadLetter,
     Event,
     InvalidArgumentTypeError,
     Lease,
@@ -183,3 +184,18 @@ def test_an_ack_whose_connection_is_lost_mid_statement_is_sent_again(
         assert len(handler.ended) == 1  # the ack's backend, ended mid-statement
         assert (stats.succeeded, stats.lost) == (1, 0)
         assert q.stats().messages == 0
+
+
+def _bury_with_nul(lease: Lease[Event]) -> None:
+    raise DeadLetter("the bytes were\x00binary")
+
+
+def test_a_dead_letter_reason_holding_nul_is_stored_escaped(pg_url: str) -> None:
+    """PostgreSQL's text cannot hold NUL: the worker stores its reasons escaped, so the
+    message is dead-lettered (not refused, to come back at every lease lapse)."""
+    with PostgresTransport(pg_url) as q:
+        q.publish("g", Event(kind="m"))
+        stats = Worker(q, _bury_with_nul, handle_signals=False).run(until_empty=True)
+        assert (stats.dead_lettered, stats.lost) == (1, 0)
+        [dead] = q.dead()
+        assert dead.error == "the bytes were\\x00binary"

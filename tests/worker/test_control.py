@@ -163,3 +163,33 @@ def test_a_failure_is_logged_with_its_delivery_and_when_it_comes_back(
     )
     assert any("claimed g seq 1 (delivery 2)" in m for m in messages)  # DEBUG per message
     assert any(m.startswith("worker ") and "stopped: claimed=2" in m for m in messages)
+
+
+def _fail_unstorably(lease: Lease[Event]) -> None:
+    if lease.event.kind == "poison":
+        raise ValueError("cannot read '\udcff' (a file name os.fsdecode kept)")
+    if lease.event.kind == "buried":
+        raise DeadLetter("the bytes were\x00binary")
+
+
+def test_a_reason_that_cannot_be_stored_as_it_is_is_stored_escaped(
+    start: Start, db: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A handler's error text with a lone surrogate (which UTF-8 cannot hold) at the last
+    delivery, and a dead letter whose reason holds NUL (which PostgreSQL's text cannot): both
+    messages are dead-lettered with the characters escaped, and the run goes on (it stopped
+    at the first, leaving the poison message to come back at every start)."""
+    # The worker's warnings quote the surrogate; pytest-xdist cannot send such a log home.
+    caplog.set_level(logging.ERROR, logger="harel_sa.worker")
+    with SqliteTransport(db) as q:
+        q.publish("p", Event(kind="poison"))
+        q.publish("b", Event(kind="buried"))
+        q.publish("f", Event(kind="fine"))
+    behaviour = Behaviour(does=_fail_unstorably)
+    stats = start(behaviour, max_deliveries=1, run={"until_empty": True}).join()
+    assert (stats.dead_lettered, stats.succeeded, stats.lost) == (2, 1, 0)
+    with SqliteTransport(db) as q:
+        errors = {d.group_id: d.error for d in q.dead()}
+        assert q.stats().messages == 0
+    assert "cannot read '\\udcff'" in errors["p"]
+    assert errors["b"] == "the bytes were\\x00binary"
