@@ -64,6 +64,17 @@ def _fields(lease: Lease[Any]) -> dict[str, object]:
     return {"group_id": lease.group_id, "seq": lease.seq, "deliveries": lease.deliveries}
 
 
+def _text_of(error: BaseException) -> str:
+    """``Type: message`` of a handler's exception, even one whose ``str()`` raises (the
+    message then says so): a handler's broken exception is its message's failure, never the
+    run's."""
+    try:
+        message = str(error)
+    except Exception as failure:
+        message = f"<its str() raised {type(failure).__name__}>"
+    return f"{type(error).__name__}: {message}"
+
+
 def _utc_in(seconds: float) -> str:
     moment = datetime.now(UTC) + timedelta(seconds=seconds)
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
@@ -358,7 +369,7 @@ class Run:
             log.info("handler asked to retry %s in %gs", where, error.delay, extra=_fields(lease))
             return Nack(lease, error.delay)
         self._count("failed")
-        text = f"{type(error).__name__}: {error}"
+        text = _text_of(error)
         if self._last_delivery(lease):
             log.warning(
                 "handler failed on %s: %s; no deliveries left: dead-lettering it",

@@ -193,3 +193,30 @@ def test_a_reason_that_cannot_be_stored_as_it_is_is_stored_escaped(
         assert q.stats().messages == 0
     assert "cannot read '\\udcff'" in errors["p"]
     assert errors["b"] == "the bytes were\\x00binary"
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text for this one")
+
+
+def _fail_unprintably(lease: Lease[Event]) -> None:
+    if lease.event.kind == "poison":
+        raise _Unprintable()
+
+
+def test_an_exception_whose_str_raises_is_the_messages_failure_not_the_runs(
+    start: Start, db: str
+) -> None:
+    """Its text is written without its message, the message is dead-lettered at its last
+    delivery, and the run goes on (before, the run stopped there, leaving the other groups)."""
+    with SqliteTransport(db) as q:
+        q.publish("p", Event(kind="poison"))
+        q.publish("f", Event(kind="fine"))
+    behaviour = Behaviour(does=_fail_unprintably)
+    stats = start(behaviour, max_deliveries=1, run={"until_empty": True}).join()
+    assert (stats.dead_lettered, stats.succeeded, stats.lost) == (1, 1, 0)
+    with SqliteTransport(db) as q:
+        [dead] = q.dead()
+        assert q.stats().messages == 0
+    assert dead.error.endswith("_Unprintable: <its str() raised RuntimeError>")
