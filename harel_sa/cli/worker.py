@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import inspect
 import logging
 import os
 import sys
@@ -28,6 +27,7 @@ from harel_sa.cli import logs
 from harel_sa.cli.common import OK, CliError, Commands, Target, open_queue, queue_target
 from harel_sa.postgres.connect import is_postgresql
 from harel_sa.worker import DEFAULT_ACK_WAIT, DEFAULT_MAX_DELIVERIES
+from harel_sa.worker.options import is_async
 
 if TYPE_CHECKING:
     from harel_sa.worker import WorkerStats
@@ -222,13 +222,6 @@ def load(path: str, debug: bool = False) -> Callable[..., Any]:
     if not callable(found):
         raise CliError(f"{path} is a {type(found).__name__}, not a callable")
     return found  # type: ignore[no-any-return]
-
-
-def is_async(handler: Callable[..., Any]) -> bool:
-    """``async def`` functions, and objects whose ``__call__`` is one."""
-    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        getattr(handler, "__call__", None)  # noqa: B004 - the method, not callable()
-    )
 
 
 def cmd_worker(args: argparse.Namespace) -> int:

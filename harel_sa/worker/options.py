@@ -6,6 +6,7 @@ then, not at every claim.
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import socket
@@ -177,9 +178,12 @@ def options_from(kwargs: WorkerKwargs) -> tuple[WorkerOptions, bool]:
     return WorkerOptions(**given), handle_signals
 
 
-def checked(transport: T, transports: Sequence[tuple[str, str]], handler: H) -> tuple[T, H]:
+def checked(
+    transport: T, transports: Sequence[tuple[str, str]], handler: H, *, sync: bool
+) -> tuple[T, H]:
     """The driver's ``transport`` (one of ``transports``, see :mod:`~harel_sa.worker.queues`)
-    and ``handler``, or ``InvalidArgumentTypeError``."""
+    and ``handler``, or ``InvalidArgumentTypeError``; a ``sync`` driver refuses a coroutine
+    function (it would never await what the handler returns: no work, yet an ack)."""
     if not isinstance(transport, queues.known(transports)):
         names = " or ".join(name for _, name in transports)
         raise InvalidArgumentTypeError(
@@ -187,4 +191,16 @@ def checked(transport: T, transports: Sequence[tuple[str, str]], handler: H) -> 
         )
     if not callable(handler):
         raise InvalidArgumentTypeError(f"handler must be callable, not {type(handler).__name__}")
+    if sync and is_async(handler):
+        raise InvalidArgumentTypeError(
+            "Worker runs sync handlers and would never await this coroutine function's "
+            "coroutines: run it with AsyncWorker (on an async transport)"
+        )
     return transport, handler
+
+
+def is_async(handler: object) -> bool:
+    """``async def`` functions, and objects whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 - the method, not callable()
+    )

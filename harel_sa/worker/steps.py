@@ -9,6 +9,7 @@ when it resumes. So the programs are written once, and each driver is a loop ove
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -27,7 +28,9 @@ class SyncDriver(Protocol):
     """What :class:`~harel_sa.Worker` offers the steps."""
 
     transport: Queue[Any]
-    handler: Callable[[Lease[Any]], None]
+
+    @property
+    def handler(self) -> Callable[[Lease[Any]], object]: ...
 
     def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None: ...
     def wait_slots(self, seconds: float) -> int: ...
@@ -91,6 +94,13 @@ class Send:
             self.result = error
 
 
+#: Why a sync worker's handler that returned an awaitable fails its message.
+NOT_AWAITED = (
+    "the handler returned an awaitable, which Worker never awaits (its work did not run): "
+    "run a coroutine function with AsyncWorker"
+)
+
+
 @dataclass(slots=True)
 class Handle:
     """Run the handler on ``lease`` -> ``outcome``; the handler's own settles of its lease
@@ -103,7 +113,11 @@ class Handle:
     def sync(self, d: SyncDriver) -> None:
         token = settlements.watch(self.watcher)
         try:
-            d.handler(self.lease)
+            returned: object = d.handler(self.lease)
+            if inspect.isawaitable(returned):  # its work never ran: no ack for it
+                if inspect.iscoroutine(returned):
+                    returned.close()
+                raise TypeError(NOT_AWAITED)
         except BaseException as error:
             self.outcome = outcome_of(error)
         finally:
@@ -112,7 +126,11 @@ class Handle:
     async def aio(self, d: AsyncDriver) -> None:
         token = settlements.watch(self.watcher)
         try:
-            await d.handler(self.lease)
+            returned: object = d.handler(self.lease)
+            # A plain function ran to its end when it returned (on the loop): acked as such,
+            # not failed after its work was done, to be done again at every redelivery.
+            if inspect.isawaitable(returned):
+                await returned
         except asyncio.CancelledError as error:
             task = asyncio.current_task()
             if task is not None and task.cancelling():  # the worker cancels: let it

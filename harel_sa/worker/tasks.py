@@ -50,7 +50,7 @@ class AsyncWorker(Generic[E]):
         handler: Callable[[Lease[E]], Awaitable[None]],
         **kwargs: Unpack[WorkerKwargs],
     ) -> None:
-        self.transport, self.handler = checked(transport, ASYNC_TRANSPORTS, handler)
+        self.transport, self.handler = checked(transport, ASYNC_TRANSPORTS, handler, sync=False)
         self.options, self.handle_signals = options_from(kwargs)
         self._listens = notifies(transport)
         self._run: Run | None = None

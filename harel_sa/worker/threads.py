@@ -55,7 +55,7 @@ class Worker(Generic[E]):
         handler: Callable[[Lease[E]], None],
         **kwargs: Unpack[WorkerKwargs],
     ) -> None:
-        self.transport, self.handler = checked(transport, SYNC_TRANSPORTS, handler)
+        self.transport, self.handler = checked(transport, SYNC_TRANSPORTS, handler, sync=True)
         self.options, self.handle_signals = options_from(kwargs)
         self._listens = notifies(transport)
         self._run: Run | None = None

@@ -4,6 +4,7 @@ Each test runs on :class:`Worker` and :class:`AsyncWorker`."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import threading
@@ -12,8 +13,18 @@ from typing import Any
 
 import pytest
 
-from harel_sa import DeadLetter, Event, Lease, Retry, SqliteTransport
-from harel_sa.worker import DEFAULT_MAX_DELIVERIES, Backoff
+from harel_sa import (
+    AsyncSqliteTransport,
+    AsyncWorker,
+    DeadLetter,
+    Event,
+    InvalidArgumentTypeError,
+    Lease,
+    Retry,
+    SqliteTransport,
+    Worker,
+)
+from harel_sa.worker import DEFAULT_MAX_DELIVERIES, Backoff, WorkerStats
 from tests.conftest import FakeClock
 from tests.worker.conftest import Behaviour, Running, wait_until
 from tests.worker.test_worker import publish
@@ -220,3 +231,51 @@ def test_an_exception_whose_str_raises_is_the_messages_failure_not_the_runs(
         [dead] = q.dead()
         assert q.stats().messages == 0
     assert dead.error.endswith("_Unprintable: <its str() raised RuntimeError>")
+
+
+async def _coroutine_handler(lease: Lease[Event]) -> None:
+    raise AssertionError("never run by a sync Worker")
+
+
+class _AsyncCallable:
+    async def __call__(self, lease: Lease[Event]) -> None:
+        raise AssertionError("never run by a sync Worker")
+
+
+@pytest.mark.parametrize("handler", [_coroutine_handler, _AsyncCallable()], ids=["def", "call"])
+def test_a_sync_worker_refuses_a_coroutine_function(db: str, handler: Any) -> None:
+    """It would call it, never await the coroutine, and ack a message whose work never ran."""
+    with SqliteTransport(db) as q, pytest.raises(InvalidArgumentTypeError, match="AsyncWorker"):
+        Worker(q, handler)
+
+
+def test_a_sync_handler_that_returns_a_coroutine_fails_its_message(db: str) -> None:
+    """A plain function returning a coroutine passes the check: the coroutine's work never
+    runs, so the message is not acked but failed, and kept (dead-lettered at its last
+    delivery, saying why), the coroutine closed unawaited."""
+    with SqliteTransport(db) as q:
+        q.publish("g", Event(kind="m"))
+        stats = Worker(
+            q, lambda lease: _coroutine_handler(lease), handle_signals=False, max_deliveries=1
+        ).run(until_empty=True)
+        assert (stats.succeeded, stats.dead_lettered) == (0, 1)
+        [dead] = q.dead()
+    assert "Worker never awaits" in dead.error
+
+
+def test_an_async_worker_acks_a_plain_function_that_returned(db: str) -> None:
+    """A plain function ran to its end when it returned: its message is acked, not failed
+    after its work was done (to be done again at every redelivery)."""
+    calls: list[int] = []
+
+    async def main() -> WorkerStats:
+        q = await AsyncSqliteTransport.create(db)
+        try:
+            await q.publish("g", Event(kind="m"))
+            worker = AsyncWorker(q, lambda lease: calls.append(lease.seq), handle_signals=False)
+            return await worker.run(until_empty=True)
+        finally:
+            await q.close()
+
+    stats = asyncio.run(main())
+    assert (stats.succeeded, stats.failed, calls) == (1, 0, [1])
