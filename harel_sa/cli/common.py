@@ -213,6 +213,8 @@ def ago(epoch: float | None, now: float | None = None) -> str:
     if epoch is None:
         return "-"
     delta = epoch - (time.time() if now is None else now)
+    if abs(delta) >= 1e9:  # a park of 1e308 seconds prints as itself, not 309 digits
+        return f"in {delta:.3g}s" if delta >= 0 else f"{-delta:.3g}s ago"
     return f"in {delta:.1f}s" if delta >= 0 else f"{-delta:.1f}s ago"
 
 

@@ -13,10 +13,14 @@ from typing import Any
 
 
 def utc_time(epoch: float | None, *, millis: bool = False) -> str:
-    """``epoch`` as ISO-8601 in UTC, ``Z`` for the zone; ``-`` for ``None``."""
+    """``epoch`` as ISO-8601 in UTC, ``Z`` for the zone; ``-`` for ``None``; a number no
+    calendar date has (a park of ``1e308`` seconds, a row another program wrote) as itself."""
     if epoch is None:
         return "-"
-    moment = datetime.fromtimestamp(epoch, UTC)
+    try:
+        moment = datetime.fromtimestamp(epoch, UTC)
+    except (OverflowError, OSError, ValueError):
+        return f"epoch {epoch:g} (no calendar date)"
     text = moment.isoformat(timespec="milliseconds" if millis else "seconds")
     return text.replace("+00:00", "Z")
 

@@ -234,3 +234,18 @@ def test_dead_list_requeue_and_purge(cli: Cli, dead_db: str) -> None:
     purged = cli("dead", "purge", "--db", dead_db, "--group", "broken", "--yes", "--json")
     assert as_json(purged) == {"purged": 1}
     assert rows(dead_db, f"SELECT count(*) FROM {D}") == [(0,)]
+
+
+def test_peek_shows_a_park_no_calendar_can_date(cli: Cli, tmp_path: Path) -> None:
+    """``nack(lease, 1e308)`` is a valid park (until the end of time); peek printed nothing
+    and failed with an OverflowError on it."""
+    db = str(tmp_path / "far.db")
+    with SqliteTransport(db) as q:
+        q.publish("g", Event(kind="k"))
+        lease = q.claim("w", 30)
+        assert lease is not None and q.nack(lease, 1e308)
+    text = cli("peek", "--db", db)
+    assert text.returncode == 0, text.stderr
+    assert "in 1e+308s" in text.stdout
+    [row] = as_json(cli("peek", "--db", db, "--json"))
+    assert row["lock_expiry"] == "epoch 1e+308 (no calendar date)"
