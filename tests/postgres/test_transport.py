@@ -46,6 +46,24 @@ def sql(url: str, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[An
         return cur.fetchall() if cur.description else []
 
 
+def in_threads(n: int, work: Callable[[], None], timeout: float = 120) -> list[BaseException]:
+    """Run ``work`` on ``n`` threads at once, and wait for them: what they raised."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # a thread's error fails the test, not a warning
+            raised.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    return raised
+
+
 def test_leases_and_parks_use_the_servers_clock_by_default(pg_url: str) -> None:
     with PostgresTransport(pg_url) as q:
         q.publish("g", ev("m"))
@@ -157,24 +175,15 @@ def test_a_transport_is_shared_by_threads_without_losing_or_doubling(pg_url: str
     with PostgresTransport(pg_url, pool_size=3) as q:
         q.publish_many([(f"g{i % 7}", ev(f"m{i}")) for i in range(140)])
         got: list[tuple[str, str]] = []
-        failed: list[BaseException] = []
         lock = threading.Lock()
 
         def work() -> None:
-            try:
-                while (lease := q.claim("w", VIS)) is not None:
-                    with lock:
-                        got.append((lease.group_id, lease.event.kind))
-                    assert q.ack(lease)
-            except BaseException as exc:  # a thread's error fails the test, not a warning
-                failed.append(exc)
+            while (lease := q.claim("w", VIS)) is not None:
+                with lock:
+                    got.append((lease.group_id, lease.event.kind))
+                assert q.ack(lease)
 
-        threads = [threading.Thread(target=work) for _ in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        assert failed == []  # six threads on three connections: each waits its turn
+        assert in_threads(6, work) == []  # six threads on three connections: each waits its turn
         assert sorted(k for _, k in got) == sorted(f"m{i}" for i in range(140))
         for g in range(7):
             kinds = [int(k[1:]) for group, k in got if group == f"g{g}"]
@@ -193,22 +202,13 @@ def test_a_database_whose_default_isolation_is_stricter_still_drains_cleanly(
     with PostgresTransport(pg_url, pool_size=6) as q:
         q.publish_many([(f"g{i % 20}", ev(f"m{i}")) for i in range(600)])
         acked: list[str] = []
-        failed: list[BaseException] = []
 
         def work() -> None:
-            try:
-                while (lease := q.claim("w", VIS)) is not None:
-                    assert q.ack(lease)
-                    acked.append(lease.event.kind)
-            except BaseException as exc:
-                failed.append(exc)
+            while (lease := q.claim("w", VIS)) is not None:
+                assert q.ack(lease)
+                acked.append(lease.event.kind)
 
-        threads = [threading.Thread(target=work) for _ in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        assert failed == []
+        assert in_threads(6, work) == []
         assert sorted(acked) == sorted(f"m{i}" for i in range(600))
         assert q.stats().messages == 0
 
@@ -303,6 +303,17 @@ def end_backends(url: str, which: str = CLIENTS) -> None:
         sql(url, "SELECT pg_terminate_backend(%s, 10000)", (pid,))
 
 
+def waiting_on_a_lock(url: str) -> str:
+    """Wait until a client backend waits on a lock (bounded, not timed); the query that
+    selects such backends."""
+    waiting = CLIENTS + " AND wait_event_type = 'Lock'"
+    for _ in range(2000):
+        if sql(url, waiting):
+            return waiting
+        time.sleep(0.005)
+    raise AssertionError("no call ever waited on the lock")
+
+
 def test_a_connection_the_server_ended_while_idle_is_replaced_before_the_call(
     pg_url: str,
 ) -> None:
@@ -375,11 +386,7 @@ def test_a_connection_lost_mid_statement_is_a_typed_error_and_the_pool_reconnect
 
             thread = threading.Thread(target=claim)
             thread.start()
-            waiting = CLIENTS + " AND wait_event_type = 'Lock'"
-            for _ in range(2000):  # a bound, not a timing
-                if sql(pg_url, waiting):
-                    break
-                time.sleep(0.005)
+            waiting = waiting_on_a_lock(pg_url)
             end_backends(pg_url, waiting)
             thread.join(60)
         assert len(outcome) == 1 and isinstance(outcome[0], ConnectionLostError)
@@ -398,11 +405,7 @@ def test_reads_are_retried_once_on_a_connection_lost_mid_statement(pg_url: str) 
             locker.execute(f"LOCK TABLE {NAMES.messages} IN ACCESS EXCLUSIVE MODE")
             thread = threading.Thread(target=lambda: got.append(q.stats().messages))
             thread.start()
-            waiting = CLIENTS + " AND wait_event_type = 'Lock'"
-            for _ in range(2000):  # a bound, not a timing
-                if sql(pg_url, waiting):
-                    break
-                time.sleep(0.005)
+            waiting = waiting_on_a_lock(pg_url)
             (first,) = sql(pg_url, waiting)[0]
             end_backends(pg_url, waiting)
             for _ in range(2000):  # the retry waits at the lock again, on another backend
@@ -471,19 +474,7 @@ def test_start_up_and_the_revisions_build_the_same_schema(pg_server: Any) -> Non
 
 
 def test_transports_starting_together_do_not_race(pg_url: str) -> None:
-    errors: list[BaseException] = []
-
-    def start() -> None:
-        try:
-            PostgresTransport(pg_url, prefix="jobs").close()
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=start) for _ in range(5)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    errors = in_threads(5, lambda: PostgresTransport(pg_url, prefix="jobs").close(), 60)
     assert errors == [] and mig.check(pg_url, prefix="jobs")
     assert sql(pg_url, f"SELECT version_num FROM {Names('jobs').version_table}") == [
         ("harel_sa_0006",)

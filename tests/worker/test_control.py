@@ -176,6 +176,21 @@ def test_a_failure_is_logged_with_its_delivery_and_when_it_comes_back(
     assert any(m.startswith("worker ") and "stopped: claimed=2" in m for m in messages)
 
 
+def _drain_once(
+    start: Start, db: str, does: Callable[[Lease[Event]], object], *kinds: str
+) -> tuple[WorkerStats, dict[str, str]]:
+    """One message of each of ``kinds`` (group: the kind's first letter), drained by a worker
+    whose handler ``does`` with one delivery each; its stats and the dead table's errors by
+    group, the queue left empty."""
+    with SqliteTransport(db) as q:
+        for kind in kinds:
+            q.publish(kind[0], Event(kind=kind))
+    stats = start(Behaviour(does=does), max_deliveries=1, run={"until_empty": True}).join()
+    with SqliteTransport(db) as q:
+        assert q.stats().messages == 0
+        return stats, {d.group_id: d.error for d in q.dead()}
+
+
 def _fail_unstorably(lease: Lease[Event]) -> None:
     if lease.event.kind == "poison":
         raise ValueError("cannot read '\udcff' (a file name os.fsdecode kept)")
@@ -192,16 +207,8 @@ def test_a_reason_that_cannot_be_stored_as_it_is_is_stored_escaped(
     at the first, leaving the poison message to come back at every start)."""
     # The worker's warnings quote the surrogate; pytest-xdist cannot send such a log home.
     caplog.set_level(logging.ERROR, logger="harel_sa.worker")
-    with SqliteTransport(db) as q:
-        q.publish("p", Event(kind="poison"))
-        q.publish("b", Event(kind="buried"))
-        q.publish("f", Event(kind="fine"))
-    behaviour = Behaviour(does=_fail_unstorably)
-    stats = start(behaviour, max_deliveries=1, run={"until_empty": True}).join()
+    stats, errors = _drain_once(start, db, _fail_unstorably, "poison", "buried", "fine")
     assert (stats.dead_lettered, stats.succeeded, stats.lost) == (2, 1, 0)
-    with SqliteTransport(db) as q:
-        errors = {d.group_id: d.error for d in q.dead()}
-        assert q.stats().messages == 0
     assert "cannot read '\\udcff'" in errors["p"]
     assert errors["b"] == "the bytes were\\x00binary"
 
@@ -221,16 +228,9 @@ def test_an_exception_whose_str_raises_is_the_messages_failure_not_the_runs(
 ) -> None:
     """Its text is written without its message, the message is dead-lettered at its last
     delivery, and the run goes on (before, the run stopped there, leaving the other groups)."""
-    with SqliteTransport(db) as q:
-        q.publish("p", Event(kind="poison"))
-        q.publish("f", Event(kind="fine"))
-    behaviour = Behaviour(does=_fail_unprintably)
-    stats = start(behaviour, max_deliveries=1, run={"until_empty": True}).join()
+    stats, errors = _drain_once(start, db, _fail_unprintably, "poison", "fine")
     assert (stats.dead_lettered, stats.succeeded, stats.lost) == (1, 1, 0)
-    with SqliteTransport(db) as q:
-        [dead] = q.dead()
-        assert q.stats().messages == 0
-    assert dead.error.endswith("_Unprintable: <its str() raised RuntimeError>")
+    assert errors["p"].endswith("_Unprintable: <its str() raised RuntimeError>")
 
 
 async def _coroutine_handler(lease: Lease[Event]) -> None:
