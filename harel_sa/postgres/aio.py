@@ -138,7 +138,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
             if not session.connection.wire.ended():
                 return session
             await session.connection.close()
-            await pool.putconn(session.connection)
+            await _put_back(pool, [session], None)
         return session
 
     async def _attempt(self, bound: Bound[T]) -> T:
