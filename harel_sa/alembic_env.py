@@ -29,7 +29,7 @@ from sqlalchemy import (
     make_url,
 )
 
-from harel_sa.postgres.connect import CLIENT_ENCODING, is_postgresql, session_setup
+from harel_sa.postgres.connect import CLIENT_ENCODING, is_postgresql, set_up
 from harel_sa.schema import DEFAULT_PREFIX, Names, metadata, migration_lock, on_dialect
 from harel_sa.sqlite.connection import sqlite_url
 from harel_sa.state import read
@@ -141,7 +141,8 @@ def engine_for(url: str, *, busy_timeout_ms: int = _MIGRATION_BUSY_TIMEOUT_MS) -
         pg_engine = create_engine(
             migration_url(url),
             poolclass=NullPool,
-            connect_args={"client_encoding": CLIENT_ENCODING},
+            # Nothing prepared: a transaction pooler (PgBouncer) may lie between.
+            connect_args={"client_encoding": CLIENT_ENCODING, "prepare_threshold": None},
         )
 
         @event.listens_for(pg_engine, "connect")
@@ -149,7 +150,7 @@ def engine_for(url: str, *, busy_timeout_ms: int = _MIGRATION_BUSY_TIMEOUT_MS) -
             # Set, as the transports do, not libpq's ``options``: those would replace the
             # URL's or PGOPTIONS', where a search_path names the schema the queue lives in.
             dbapi_connection.autocommit = True
-            dbapi_connection.execute(session_setup(busy_timeout_ms))
+            set_up(dbapi_connection, busy_timeout_ms)  # nothing through a pooler
             dbapi_connection.autocommit = False
 
         return pg_engine

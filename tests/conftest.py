@@ -1,5 +1,6 @@
 """Fixtures every test kind shares: a database file on disk, a clock the test moves, and a
-PostgreSQL server with a fresh database per test (``pg_server``, ``pg_url``)."""
+PostgreSQL server with a fresh database per test (``pg_server``, ``pg_url``), and PgBouncer before
+it (``transaction_pooler``, ``session_pooler``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.pg_fixtures import pg_server, pg_url
+from tests.pg_fixtures import pg_server, pg_url, session_pooler, transaction_pooler
 
-__all__ = ["pg_server", "pg_url"]  # fixtures, found by pytest under these names
+# fixtures, found by pytest under these names
+__all__ = ["pg_server", "pg_url", "session_pooler", "transaction_pooler"]
 
 
 class FakeClock:

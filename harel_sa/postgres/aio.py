@@ -21,13 +21,13 @@ from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event, Lease
 from harel_sa.postgres import operations as ops
 from harel_sa.postgres.backend import PostgresBackend
-from harel_sa.postgres.connect import display
-from harel_sa.postgres.driver import arun, lost, no_connection, translate
+from harel_sa.postgres.connect import BACKEND_PID, direct, display, session_setup
+from harel_sa.postgres.driver import arun, no_connection, run_again, translate
 from harel_sa.postgres.listen import AsyncListener
 from harel_sa.postgres.sessions import Session, Sessions
 from harel_sa.postgres.startup import open_schema
 from harel_sa.postgres.transport import PostgresTransport, options_of, pool_settings
-from harel_sa.postgres.wire import AsyncConnection, Wire
+from harel_sa.postgres.wire import AsyncConnection, ServerSession, Wire
 from harel_sa.schema import DEFAULT_PREFIX
 from harel_sa.transports import AsyncTransport
 
@@ -45,6 +45,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         target: object,
         pool_size: int,
         conninfo: str,
+        server: ServerSession,
     ) -> None:
         self._calls = calls
         self._pool: AsyncConnectionPool[Any] | None = pool
@@ -52,7 +53,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         self._target = target
         self._pool_size = pool_size
         self._where = display(target)
-        self._listener = AsyncListener(conninfo, calls.options.names)
+        self._listener = AsyncListener(conninfo, calls.options.names, server)
 
     @classmethod
     async def create(
@@ -76,8 +77,10 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         await asyncio.to_thread(open_schema, settings.conninfo, options.names, where, create_schema)
 
         async def configure(conn: AsyncConnection) -> None:
-            await conn.execute(settings.setup)
-            conn.wire = Wire(conn)
+            row = await (await conn.execute(BACKEND_PID)).fetchone()
+            if settings.server.check(direct(row, conn.info.backend_pid)):
+                await conn.execute(session_setup(settings.lock_timeout_ms))
+            conn.wire = Wire(conn, settings.server)
 
         arguments = settings.arguments(configure, AsyncConnection)
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(**arguments)
@@ -86,7 +89,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         except PoolTimeout as exc:
             await pool.close()
             raise no_connection(exc, None, where) from exc
-        return cls(calls, pool, url, settings.size, settings.conninfo)
+        return cls(calls, pool, url, settings.size, settings.conninfo, settings.server)
 
     @property
     def database(self) -> str:
@@ -156,7 +159,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
                 done = (cast(T, finished.result),)
                 raise
             except psycopg.Error as exc:
-                if attempt == 1 and op.retry_safe and lost(exc, session.connection):
+                if run_again(exc, attempt, op, session.connection):
                     continue
                 raise translate(exc, session.connection, self._where) from exc
             finally:

@@ -26,12 +26,34 @@ def session_setup(lock_timeout_ms: int | None = None) -> str:
     PGOPTIONS or the database's defaults say: its transactions READ COMMITTED (the claims'
     rules are built on it: under REPEATABLE READ or SERIALIZABLE, concurrent claims and acks
     fail with serialization errors), and with a ``lock_timeout_ms``, the longest wait for a
-    lock."""
+    lock. Not run through a pooler (:func:`set_up`)."""
     settings = [("default_transaction_isolation", "read committed")]
     if lock_timeout_ms is not None:
         settings.append(("lock_timeout", str(max(1, int(lock_timeout_ms)))))
     calls = ", ".join(f"set_config('{name}', '{value}', false)" for name, value in settings)
     return f"SELECT {calls}"
+
+
+#: The backend's process id as the server names it: see :func:`direct`.
+BACKEND_PID = "SELECT pg_backend_pid()"
+
+
+def direct(row: tuple[Any, ...] | None, told_pid: int) -> bool:
+    """Whether a connection reaches its server session directly: ``row`` is what
+    :data:`BACKEND_PID` returned on it, ``told_pid`` the process id of the cancel key it got
+    at its start (``conn.info.backend_pid``). A pooler (PgBouncer) answers the start with a
+    key of its own."""
+    return row is not None and row[0] == told_pid
+
+
+def set_up(conn: Any, lock_timeout_ms: int | None = None) -> bool:
+    """Run :func:`session_setup` on ``conn`` (a sync psycopg connection, autocommit) unless a
+    pooler is between (its settings would stay on a server connection that serves other
+    clients next); whether it is direct (:func:`direct`)."""
+    if not direct(conn.execute(BACKEND_PID).fetchone(), conn.info.backend_pid):
+        return False
+    conn.execute(session_setup(lock_timeout_ms))
+    return True
 
 
 def is_postgresql(target: object) -> bool:
@@ -95,7 +117,7 @@ def read_state(
 
     names = Names(prefix)
     with psycopg.connect(conninfo(target), autocommit=True) as conn:
-        conn.execute(session_setup())
+        set_up(conn)
         conn.read_only = True
         return read(conn, names, version_table)
 

@@ -28,7 +28,15 @@ from harel_sa.errors import (
     TransportClosedError,
 )
 from harel_sa.postgres.operations import Call, One, Result
-from harel_sa.postgres.wire import AsyncConnection, Connection, Exchange, Wire, wait, wait_async
+from harel_sa.postgres.wire import (
+    AsyncConnection,
+    Connection,
+    Exchange,
+    Unprepared,
+    Wire,
+    wait,
+    wait_async,
+)
 
 T = TypeVar("T")
 
@@ -57,11 +65,13 @@ def call(wire: Wire, op: Call[T]) -> Exchange[T]:
     program = op.start()
     if op.begin is not None:
         yield from wire.command(op.begin)
+    ran = 0  # statements that ran (each committed on its own without a ``begin``)
     try:
         step = next(program)
         while True:
             statement = step.statement
             rows, count = yield from wire.execute(statement.sql, statement.bind(step.params))
+            ran += 1
             step = program.send(Result(rows, count))
     except StopIteration as done:
         if op.begin is not None:
@@ -70,7 +80,9 @@ def call(wire: Wire, op: Call[T]) -> Exchange[T]:
         return value
     except GeneratorExit:  # dropped by a driver whose wait was interrupted: nothing to send
         raise
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, Unprepared) and op.begin is None and ran:
+            exc.repeatable = False  # what ran before it committed
         if op.begin is not None and wire.in_transaction:
             with contextlib.suppress(psycopg.Error):  # gone: the server rolls back
                 yield from wire.command(b"ROLLBACK")
@@ -86,6 +98,18 @@ async def arun(connection: AsyncConnection, op: Call[T], *, to_end: bool = False
     """:func:`run`, awaited: the same exchange, its waits on the event loop (``to_end``: as
     :func:`~harel_sa.postgres.wire.wait_async`'s)."""
     return await wait_async(connection, call(connection.wire, op), to_end=to_end)
+
+
+def run_again(exc: BaseException, attempt: int, op: Call[Any], conn: Any | None) -> bool:
+    """Whether a transport runs ``op`` again after its first ``attempt`` raised ``exc`` (on
+    ``conn``): a read whose connection was lost (on another connection), or a call a
+    transaction pooler stopped before anything of it committed (its statements now go
+    unprepared)."""
+    if attempt != 1:
+        return False
+    if isinstance(exc, Unprepared):
+        return exc.repeatable
+    return op.retry_safe and lost(exc, conn)
 
 
 def no_connection(

@@ -12,6 +12,12 @@ the socket; reading what arrived (:func:`heard`) is written once. A waiter that 
 connection broken, or cannot connect, sleeps out its timeout and connects again next time:
 the worker then falls back to its poll interval. A fresh connection counts as a notification
 (one spurious wake), since anything published while it was down went unheard.
+
+Through a pooler (found as :class:`~harel_sa.postgres.wire.ServerSession` says), a ``LISTEN``
+may register on whichever server connection ran it, which then serves other clients (PgBouncer's
+``pool_mode = transaction``): nothing would be heard, and those clients would get the
+notifications. There a waiter never listens (a connection it had is closed) and sleeps out its
+timeout: the worker polls.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 import psycopg
 
 from harel_sa.postgres.statements import channel
+from harel_sa.postgres.wire import ServerSession
 from harel_sa.schema import Names
 
 
@@ -62,8 +69,9 @@ class Listener:
     waits on the socket at a time, and a notification it hears ends the waits that were
     queued behind it too)."""
 
-    def __init__(self, conninfo: str, names: Names) -> None:
+    def __init__(self, conninfo: str, names: Names, server: ServerSession) -> None:
         self._conninfo, self._listen = conninfo, f"LISTEN {channel(names)}"
+        self._server = server  # not pinned: a pooler is in between
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
         self._heard = 0  # notifications heard so far: a waiter's wake-up since it began
@@ -83,6 +91,10 @@ class Listener:
             self._lock.release()
 
     def _wait(self, timeout: float) -> bool:
+        if not self._server.pinned:
+            self.close()
+            time.sleep(timeout)
+            return False
         try:
             if self._conn is None:
                 self._conn = psycopg.connect(self._conninfo, autocommit=True)
@@ -111,8 +123,9 @@ class Listener:
 class AsyncListener:
     """:class:`Listener` for an async transport: the same waits, awaited on the event loop."""
 
-    def __init__(self, conninfo: str, names: Names) -> None:
+    def __init__(self, conninfo: str, names: Names, server: ServerSession) -> None:
         self._conninfo, self._listen = conninfo, f"LISTEN {channel(names)}"
+        self._server = server
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._lock = asyncio.Lock()
         self._heard = 0
@@ -137,6 +150,10 @@ class AsyncListener:
             self._lock.release()
 
     async def _wait(self, timeout: float) -> bool:
+        if not self._server.pinned:
+            await self.close()
+            await asyncio.sleep(timeout)
+            return False
         try:
             if self._conn is None:
                 self._conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)

@@ -25,13 +25,13 @@ def open_schema(info: str, names: Names, where: str, create: bool) -> None:
     :class:`~harel_sa.ConnectionLostError`, other driver errors typed as in calls."""
     import psycopg
 
-    from harel_sa.postgres.connect import session_setup
+    from harel_sa.postgres.connect import set_up
     from harel_sa.postgres.driver import translate
 
     conn = None
     try:
         conn = psycopg.connect(info, autocommit=True)
-        conn.execute(session_setup())
+        set_up(conn)
         if create:
             ensure_schema(conn, names, where)
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 import psycopg
@@ -22,12 +22,12 @@ from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event
 from harel_sa.postgres import operations as ops
 from harel_sa.postgres.backend import PostgresBackend
-from harel_sa.postgres.connect import conninfo, display, session_setup
-from harel_sa.postgres.driver import ADAPTERS, lost, no_connection, run, translate
+from harel_sa.postgres.connect import conninfo, display, set_up
+from harel_sa.postgres.driver import ADAPTERS, no_connection, run, run_again, translate
 from harel_sa.postgres.listen import Listener
 from harel_sa.postgres.sessions import Session, Sessions
 from harel_sa.postgres.startup import open_schema
-from harel_sa.postgres.wire import Connection, Wire
+from harel_sa.postgres.wire import Connection, ServerSession, Wire
 from harel_sa.schema import DEFAULT_PREFIX
 from harel_sa.transports import Transport
 
@@ -78,8 +78,8 @@ class PostgresTransport(Transport[E]):
         open_schema(settings.conninfo, options.names, self._where, create_schema)
 
         def configure(conn: Connection) -> None:
-            conn.execute(settings.setup)
-            conn.wire = Wire(conn)
+            settings.server.check(set_up(conn, settings.lock_timeout_ms))
+            conn.wire = Wire(conn, settings.server)
 
         pool: ConnectionPool[Any] = ConnectionPool(**settings.arguments(configure, Connection))
         try:
@@ -90,7 +90,7 @@ class PostgresTransport(Transport[E]):
         self._pool = pool
         self._pool_size = settings.size
         self._sessions: Sessions[Connection] = Sessions()
-        self._listener = Listener(settings.conninfo, options.names)
+        self._listener = Listener(settings.conninfo, options.names, settings.server)
 
     @property
     def database(self) -> str:
@@ -131,7 +131,7 @@ class PostgresTransport(Transport[E]):
             try:
                 return run(session.connection, op)
             except psycopg.Error as exc:
-                if attempt == 1 and op.retry_safe and lost(exc, session.connection):
+                if run_again(exc, attempt, op, session.connection):
                     continue
                 raise translate(exc, session.connection, self._where) from exc
             finally:
@@ -172,13 +172,17 @@ def options_of(
 
 @dataclass(frozen=True)
 class PoolSettings:
-    """How both transports set up their pools: ``setup`` runs on each new connection."""
+    """How both transports set up their pools: each new connection gets
+    :func:`~harel_sa.postgres.connect.session_setup` with ``lock_timeout_ms`` (unless a pooler
+    is between); ``server`` is what all the pool's connections know of their server
+    sessions."""
 
     conninfo: str
     size: int
-    setup: str
+    lock_timeout_ms: int
     name: str
     busy_timeout: float
+    server: ServerSession = field(default_factory=ServerSession)
 
     @property
     def open_timeout(self) -> float:
@@ -192,7 +196,8 @@ class PoolSettings:
             "connection_class": connection_class,
             "min_size": 1,
             "max_size": self.size,
-            "kwargs": {"autocommit": True, "context": ADAPTERS},
+            # psycopg prepares nothing by itself (harel_sa's Wire prepares, pooler-safe).
+            "kwargs": {"autocommit": True, "context": ADAPTERS, "prepare_threshold": None},
             "configure": configure,
             "open": False,
             "name": self.name,
@@ -208,7 +213,7 @@ def pool_settings(url: object, options: Options[Any], pool_size: object) -> Pool
     return PoolSettings(
         conninfo=conninfo(url),
         size=validate.count("pool_size", pool_size),
-        setup=session_setup(int(options.busy_timeout * 1000)),
+        lock_timeout_ms=int(options.busy_timeout * 1000),
         name=f"harel_sa:{options.names.prefix}",
         busy_timeout=options.busy_timeout,
     )

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import logging
 import select
 from collections.abc import Generator, Sequence
 from typing import Any, TypeVar
@@ -47,15 +49,74 @@ _ACTIVE = pq.TransactionStatus.ACTIVE
 _IDLE = pq.TransactionStatus.IDLE
 #: How long an interrupted statement's cancel request may take (psycopg's own figure).
 CANCEL_TIMEOUT = 5.0
+#: A prepared statement missing on the server's side, or there already: a transaction pooler.
+_LOST_STATEMENT = (pg.InvalidSqlStatementName, pg.DuplicatePreparedStatement)
+
+log = logging.getLogger("harel_sa")
+
+
+class ServerSession:
+    """What a transport's connections know of their sessions on the server (one for all of
+    them). ``pinned``: each connection keeps one server session for its life, so a statement
+    it prepared stays prepared and its ``LISTEN`` stays its own. Not so once a pooler is found
+    between: at connect (:meth:`check`), or by a prepared statement found missing or there
+    already (a transaction pooler's doing); then the statements go unprepared, and waits
+    poll."""
+
+    __slots__ = ("pinned",)
+
+    def __init__(self) -> None:
+        self.pinned = True
+
+    def check(self, direct: bool) -> bool:
+        """A new connection is ``direct`` (:func:`~harel_sa.postgres.connect.direct`), or a
+        pooler is between, which ends ``pinned`` (said once in the log); returns ``direct``."""
+        if direct:
+            return True
+        if self.pinned:
+            self.pinned = False
+            log.info(
+                "a connection pooler is between harel_sa and the server (the cancel key is not "
+                "the backend's): statements go unprepared, idle workers poll (LISTEN cannot "
+                "follow a pooled connection) and the sessions keep the server's settings"
+            )
+        return False
+
+    def lost_statement(self, sqlstate: str | None) -> None:
+        """A prepared statement was found missing or there already: a pooler between."""
+        if self.pinned:
+            self.pinned = False
+            log.warning(
+                "the server lost a prepared statement between two transactions: a "
+                "transaction pooler (PgBouncer's pool_mode = transaction) is in between; "
+                "harel_sa's statements go unprepared from now on (%s)",
+                sqlstate,
+            )
+
+
+class Unprepared(psycopg.InterfaceError):
+    """A prepared statement of harel_sa's was missing on the server's side of the connection,
+    or there already (a transaction pooler between): the statement did not run, and the
+    transport's statements go unprepared from now on. ``repeatable``: nothing of the call
+    committed, so it can be run again; not so when statements of the call ran before it,
+    outside a transaction (:func:`~harel_sa.postgres.driver.call` says)."""
+
+    repeatable = True
 
 
 class Wire:
     """One connection's statements: each prepared at its first use on the connection (by its
-    SQL and its parameters' types, as psycopg's cursor keys them), then sent by name. Used by
-    one call at a time, as the connection is."""
+    SQL and its parameters' types, as psycopg's cursor keys them), then sent by name; sent
+    unprepared once ``server`` (:class:`ServerSession`, shared by a transport's connections)
+    is not pinned. Used by one call at a time, as the connection is."""
 
-    def __init__(self, connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]):
+    def __init__(
+        self,
+        connection: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+        server: ServerSession | None = None,
+    ):
         self.pgconn = connection.pgconn
+        self._server = ServerSession() if server is None else server
         self.pgconn.nonblocking = 1
         self.fileno = self.pgconn.socket
         self._adapt = Transformer(connection)
@@ -74,15 +135,21 @@ class Wire:
         if formats is None:
             formats = self._formats[len(params)] = [PyFormat.AUTO] * len(params)
         values = adapt.dump_sequence(params, formats)
-        key = (sql, adapt.types or ())
-        name = self._names.get(key)
-        if name is None:
-            name = b"harel_sa_%d" % len(self._names)
-            pgconn.send_prepare(name, sql, param_types=adapt.types)
-            self._check((yield from self._results()))
-            self._names[key] = name
-        pgconn.send_query_prepared(name, values, param_formats=adapt.formats)
-        result = self._check((yield from self._results()))
+        if self._server.pinned:
+            key = (sql, adapt.types or ())
+            name = self._names.get(key)
+            if name is None:
+                name = _name_of(key)
+                pgconn.send_prepare(name, sql, param_types=adapt.types)
+                self._prepared((yield from self._results()))
+                self._names[key] = name
+            pgconn.send_query_prepared(name, values, param_formats=adapt.formats)
+            result = self._prepared((yield from self._results()))
+        else:
+            pgconn.send_query_params(
+                sql, values, param_types=adapt.types, param_formats=adapt.formats
+            )
+            result = self._check((yield from self._results()))
         count = result.command_tuples
         if result.status != _TUPLES:
             return [], -1 if count is None else count
@@ -115,6 +182,15 @@ class Wire:
             if result is None:
                 return results
             results.append(result)
+
+    def _prepared(self, results: list[pq.abc.PGresult]) -> pq.abc.PGresult:
+        """:meth:`_check` of a prepared statement's results: one found missing or there
+        already turns the transport's statements unprepared and raises :class:`Unprepared`."""
+        try:
+            return self._check(results)
+        except _LOST_STATEMENT as exc:
+            self._server.lost_statement(exc.sqlstate)
+            raise Unprepared(str(exc)) from exc
 
     def _check(self, results: list[pq.abc.PGresult]) -> pq.abc.PGresult:
         """The one result of a statement, or the error it is (read whole first: the
@@ -184,6 +260,14 @@ class Wire:
             loop.remove_reader(self.fileno)
             if what & WRITE:
                 loop.remove_writer(self.fileno)
+
+
+def _name_of(key: tuple[bytes, tuple[int, ...]]) -> bytes:
+    """The name of the statement ``key`` (its SQL, its parameters' type OIDs): the same on
+    every connection, for this statement only."""
+    sql, types = key
+    digest = hashlib.blake2b(sql + repr(types).encode(), digest_size=10).hexdigest()
+    return b"harel_sa_" + digest.encode()
 
 
 def wait(connection: Connection, exchange: Exchange[T]) -> T:

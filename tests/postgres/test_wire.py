@@ -22,10 +22,11 @@ from psycopg import pq
 from harel_sa.postgres.driver import ADAPTERS, arun, run
 from harel_sa.postgres.operations import One, Op, Program, Query, Result
 from harel_sa.postgres.statements import positional
-from harel_sa.postgres.wire import AsyncConnection, Connection, Wire
+from harel_sa.postgres.wire import AsyncConnection, Connection, ServerSession, Unprepared, Wire
 
 SLEEP = positional("SELECT pg_sleep(%(seconds)s)")
 INSERT = positional("INSERT INTO marks (n) VALUES (%(n)s)")
+ECHO_INT = positional("SELECT %(n)s::integer")
 ECHO = positional("SELECT %(a)s, %(b)s, %(c)s, %(d)s, %(e)s::text[], %(f)s::timestamptz")
 
 
@@ -36,6 +37,16 @@ def one(statement: Any, **params: Any) -> One[Result]:
 def prepared(conn: psycopg.Connection[Any]) -> list[str]:
     rows = conn.execute("SELECT statement FROM pg_prepared_statements ORDER BY prepare_time")
     return [row[0] for row in rows.fetchall()]
+
+
+def names(conn: psycopg.Connection[Any]) -> list[str]:
+    rows = conn.execute("SELECT name FROM pg_prepared_statements ORDER BY prepare_time")
+    return [row[0] for row in rows.fetchall()]
+
+
+def count(conn: psycopg.Connection[Any]) -> int:
+    (n,) = conn.execute("SELECT count(*) FROM marks").fetchone() or (0,)
+    return int(n)
 
 
 @pytest.fixture
@@ -88,6 +99,93 @@ def test_a_program_that_fails_is_rolled_back(conn: Connection) -> None:
     assert conn.execute("SELECT count(*) FROM marks").fetchone() == (0,)
     run(conn, Op(partial(_insert_then, SLEEP, {"seconds": 0}), begin=b"BEGIN"))
     assert conn.execute("SELECT count(*) FROM marks").fetchone() == (1,)
+
+
+def test_a_statement_is_named_by_what_it_is_the_same_on_every_connection(
+    conn: Connection, pg_url: str
+) -> None:
+    """A transaction pooler may run a statement on a server connection another client
+    prepared on: a name there must mean the same statement."""
+    run(conn, one(INSERT, n=1))
+    run(conn, one(ECHO_INT, n=1))
+    with Connection.connect(pg_url, autocommit=True, context=ADAPTERS) as other:
+        other.wire = Wire(other)
+        run(other, one(ECHO_INT, n=2))  # the other order: a counter would swap the names
+        run(other, one(INSERT, n=2))
+        run(other, one(INSERT, n=None))  # another parameter type: another name
+        assert names(other)[:2] == names(conn)[::-1]
+        assert len(set(names(other))) == 3
+    assert all(name.startswith("harel_sa_") for name in names(conn))
+
+
+def test_a_statement_found_missing_turns_the_statements_unprepared(
+    conn: Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a transaction pooler does to a prepared statement (another server connection
+    serves the next transaction), done here by hand: the statement did not run, the call may
+    run again, and from then on every connection sharing the :class:`ServerSession` sends its
+    statements unprepared."""
+    run(conn, one(INSERT, n=1))
+    conn.execute("DEALLOCATE ALL")
+    with pytest.raises(Unprepared) as raised:
+        run(conn, one(INSERT, n=2))
+    assert raised.value.repeatable
+    assert count(conn) == 1
+    assert "transaction pooler" in caplog.text
+    assert run(conn, one(INSERT, n=2)).rowcount == 1
+    assert run(conn, one(ECHO_INT, n=5)).rows == [(5,)]
+    assert prepared(conn) == [] and count(conn) == 2
+
+
+def test_a_statement_already_there_turns_the_statements_unprepared(
+    conn: Connection, pg_url: str
+) -> None:
+    """The other face of the same pooler: the name is prepared on the server connection
+    already (another client's doing)."""
+    with Connection.connect(pg_url, autocommit=True, context=ADAPTERS) as other:
+        other.wire = Wire(other)
+        run(other, one(INSERT, n=1))
+        (name,) = names(other)
+    conn.execute(f"PREPARE {name} (integer) AS {INSERT.sql.decode()}")
+    with pytest.raises(Unprepared) as raised:
+        run(conn, one(INSERT, n=2))
+    assert raised.value.repeatable
+    assert run(conn, one(INSERT, n=2)).rowcount == 1
+    assert count(conn) == 2
+
+
+def test_a_program_stopped_so_may_run_again_only_if_nothing_of_it_committed(
+    conn: Connection, pg_url: str
+) -> None:
+    run(conn, one(ECHO_INT, n=1))  # prepared now
+    conn.execute("DEALLOCATE ALL")
+    echo_after_insert = partial(_insert_then, ECHO_INT, {"n": 1})
+    with pytest.raises(Unprepared) as raised:  # its insert committed on its own
+        run(conn, Op(echo_after_insert))
+    assert not raised.value.repeatable and count(conn) == 1
+    with Connection.connect(pg_url, autocommit=True, context=ADAPTERS) as other:
+        other.wire = Wire(other, ServerSession())
+        run(other, one(ECHO_INT, n=1))
+        other.execute("DEALLOCATE ALL")
+        with pytest.raises(Unprepared) as raised:  # in a transaction: rolled back
+            run(other, Op(echo_after_insert, begin=b"BEGIN"))
+        assert raised.value.repeatable and count(other) == 1
+        assert other.pgconn.transaction_status == pq.TransactionStatus.IDLE
+
+
+def test_the_connections_of_one_server_session_turn_unprepared_together(pg_url: str) -> None:
+    shared = ServerSession()
+    with (
+        Connection.connect(pg_url, autocommit=True, context=ADAPTERS) as first,
+        Connection.connect(pg_url, autocommit=True, context=ADAPTERS) as second,
+    ):
+        first.wire, second.wire = Wire(first, shared), Wire(second, shared)
+        run(first, one(ECHO_INT, n=1))
+        first.execute("DEALLOCATE ALL")
+        with pytest.raises(Unprepared):
+            run(first, one(ECHO_INT, n=1))
+        assert run(second, one(ECHO_INT, n=3)).rows == [(3,)]
+        assert prepared(second) == []
 
 
 @pytest.fixture
