@@ -152,21 +152,27 @@ def _job_drain(cfg: Config, server: Server, name: str, procs: int, n: int) -> An
     return rows, checks
 
 
-def _group_drains(
-    cfg: Config, server: Server, procs: int, rep: int, n: int, groups: int
+def group_drains(
+    cfg: Config,
+    server: Server,
+    procs: int,
+    rep: int,
+    n: int,
+    groups: int,
+    kinds: dict[str, pg_peers.GroupQueueKind] = pg_peers.GROUP_QUEUES,
 ) -> dict[str, Any]:
-    """Every group queue filled with ``n`` messages over ``groups`` into a database of its
-    own, then drained in turns by the same ``procs`` processes (:mod:`pg_interleave`): per
-    queue, its rows and checks."""
+    """Every group queue of ``kinds`` filled with ``n`` messages over ``groups`` into a
+    database of its own, then drained in turns by the same ``procs`` processes
+    (:mod:`pg_interleave`): per queue, its rows and checks."""
     urls: dict[str, str] = {}
     try:
-        for name, kind in pg_peers.GROUP_QUEUES.items():
+        for name, kind in kinds.items():
             urls[name] = server.database()
             kind.create_schema(urls[name])
             _fill(kind, urls[name], n, groups)
         _settle(*urls.values())
         drained = pg_interleave.drain_in_turns(CTX, urls, procs, rep, cfg.log)
-        for name, kind in pg_peers.GROUP_QUEUES.items():
+        for name, kind in kinds.items():
             drained[name]["checks"] = checks = _checks(drained[name]["rows"], n, groups)
             with psycopg.connect(urls[name]) as conn:
                 m, g = kind.tables
@@ -209,7 +215,7 @@ def _drains(cfg: Config, server: Server) -> dict[str, Any]:
     jobs = list(pg_peers.JOB_QUEUES)
     for rep in range(cfg.reps):
         for c in PROCS:
-            for name, d in _group_drains(cfg, server, c, rep, n, groups).items():
+            for name, d in group_drains(cfg, server, c, rep, n, groups).items():
                 record(name, c, d["rows"], d["checks"], d["seconds"])
             for name in jobs[rep % len(jobs) :] + jobs[: rep % len(jobs)]:
                 rows, checks = _job_drain(cfg, server, name, c, n)

@@ -73,7 +73,7 @@ def worker(
     """Open every queue; for each queue named in ``inbox``, wait at ``barrier``, work a
     turn on it and report a :data:`TurnRow`; on ``None``, report (process, handled per queue
     as ``[(i, claimed_at)]``, stale acks per queue) and end."""
-    kinds = {name: pg_peers.GROUP_QUEUES[name] for name in names}
+    kinds = {name: pg_peers.group_queue(name) for name in names}
     queues = {name: kinds[name].open(url, index) for name, url in zip(names, urls, strict=True)}
     handled: dict[str, list[Any]] = {name: [] for name in names}
     stale = dict.fromkeys(names, 0)

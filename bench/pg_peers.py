@@ -24,16 +24,20 @@ that every message was delivered exactly once, and (for group queues) in order p
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 import pg_baseline
 import pg_same_sql
 import psycopg
 
 VISIBILITY = 300.0  # seconds: no lease lapses during a drain
+#: The prefix of the variables that say where a pooler run's PgBouncers listen.
+POOLER_VARIABLE = "HAREL_SA_BENCH_PGBOUNCER"
 DRAIN_BATCH = 32  # leases per claim_many / ack_many_and_claim_many in a batched drain
 
 
@@ -260,6 +264,50 @@ GROUP_QUEUES: dict[str, GroupQueueKind] = {
         "same SQL batched", f"baseline (plain psycopg, harel_sa's SQL), {BATCHED}", DRAIN_BATCH
     ),
 }
+
+
+#: A queue drained through a PgBouncer: ``<group queue> via PgBouncer <version>``.
+VIA = " via PgBouncer "
+
+
+def pooler_variable(version: str) -> str:
+    """Where the PgBouncer of ``version`` listens (``host=...&port=...``), for the worker
+    processes a pooler run spawns."""
+    return f"{POOLER_VARIABLE}_{version.replace('.', '_')}"
+
+
+def through_pooler(url: str, version: str) -> str:
+    """``url``'s database through the PgBouncer of ``version`` (:func:`pooler_variable`)."""
+    parts = urlsplit(url)
+    query = os.environ[pooler_variable(version)]
+    return urlunsplit(("postgresql", "postgres@", parts.path, query, ""))
+
+
+def _pooled_kind(name: str) -> GroupQueueKind:
+    """``<harel_sa queue> via PgBouncer <version>``: the queue's transport through that
+    PgBouncer (its schema made, its fills published and ``empty`` asked directly)."""
+    base, version = name.split(VIA)
+    direct = GROUP_QUEUES[base]
+    return GroupQueueKind(
+        name,
+        f"{direct.label} through PgBouncer {version}",
+        direct.dists,
+        create_schema=direct.create_schema,
+        open=lambda url, i: Transport(
+            _harel_sa_transport(through_pooler(url, version), False), url, direct.tables[0]
+        ),
+        event=direct.event,
+        tables=direct.tables,
+        batched_publish=direct.batched_publish,
+        batch=direct.batch,
+    )
+
+
+def group_queue(name: str) -> GroupQueueKind:
+    """The group queue ``name``: of :data:`GROUP_QUEUES`, or one of them through a PgBouncer
+    (:data:`VIA`)."""
+    return GROUP_QUEUES[name] if VIA not in name else _pooled_kind(name)
+
 
 #: Queues whose fills are timed beside the drains' but never drained: the baseline doing the
 #: publish's whole work as harel_sa does it (its NOTIFY), so the publish target compares like

@@ -10,6 +10,7 @@ import charts
 import harel_peer
 import one_cpu
 import pg_bench
+import pg_pooler
 import wal
 from common import BASE, DASH, HAREL, X, fmt, fmt_ratio, med, ratios
 from procs import VARIANTS
@@ -129,6 +130,8 @@ def targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
         rows += harel_peer.targets(r["harel"])
     if "pg" in r:
         rows += pg_bench.targets(r["pg"])
+    if "pooler" in r:
+        rows += pg_pooler.targets(r["pooler"])
     return rows
 
 
@@ -512,6 +515,7 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
         ("cpu", one_cpu.section),
         ("harel", harel_peer.section),
         ("pg", pg_bench.section),
+        ("pooler", pg_pooler.section),
     ):
         if key in r:
             lines += [*fn(r[key]), ""]

@@ -57,16 +57,21 @@ log = logging.getLogger("harel_sa")
 
 class ServerSession:
     """What a transport's connections know of their sessions on the server (one for all of
-    them). ``pinned``: each connection keeps one server session for its life, so a statement
-    it prepared stays prepared and its ``LISTEN`` stays its own. Not so once a pooler is found
-    between: at connect (:meth:`check`), or by a prepared statement found missing or there
-    already (a transaction pooler's doing); then the statements go unprepared, and waits
-    poll."""
+    them).
 
-    __slots__ = ("pinned",)
+    ``pinned``: each connection keeps one server session for its life, so its ``LISTEN`` and
+    its settings stay its own; not so once a pooler is found between, at connect
+    (:meth:`check`). ``preparing``: the statements a connection prepared stay prepared, as
+    behind a direct connection, a pooler in ``pool_mode = session`` or a PgBouncer that
+    tracks them (1.21 and later, ``max_prepared_statements`` above 0: its default since
+    1.24); not so once one is found missing or there already (:meth:`lost_statement`), and
+    from then on the statements go unprepared."""
+
+    __slots__ = ("pinned", "preparing")
 
     def __init__(self) -> None:
         self.pinned = True
+        self.preparing = True
 
     def check(self, direct: bool) -> bool:
         """A new connection is ``direct`` (:func:`~harel_sa.postgres.connect.direct`), or a
@@ -77,19 +82,22 @@ class ServerSession:
             self.pinned = False
             log.info(
                 "a connection pooler is between harel_sa and the server (the cancel key is not "
-                "the backend's): statements go unprepared, idle workers poll (LISTEN cannot "
-                "follow a pooled connection) and the sessions keep the server's settings"
+                "the backend's): idle workers poll (LISTEN cannot follow a pooled connection) "
+                "and the sessions keep the server's settings"
             )
         return False
 
     def lost_statement(self, sqlstate: str | None) -> None:
-        """A prepared statement was found missing or there already: a pooler between."""
-        if self.pinned:
-            self.pinned = False
+        """A prepared statement was found missing or there already: a pooler between, which
+        does not keep them (said once in the log)."""
+        self.pinned = False
+        if self.preparing:
+            self.preparing = False
             log.warning(
                 "the server lost a prepared statement between two transactions: a "
-                "transaction pooler (PgBouncer's pool_mode = transaction) is in between; "
-                "harel_sa's statements go unprepared from now on (%s)",
+                "transaction pooler is in between (PgBouncer in pool_mode = transaction, "
+                "before 1.21 or with max_prepared_statements = 0); harel_sa's statements go "
+                "unprepared from now on, which costs the server a plan each (%s)",
                 sqlstate,
             )
 
@@ -108,7 +116,7 @@ class Wire:
     """One connection's statements: each prepared at its first use on the connection (by its
     SQL and its parameters' types, as psycopg's cursor keys them), then sent by name; sent
     unprepared once ``server`` (:class:`ServerSession`, shared by a transport's connections)
-    is not pinned. Used by one call at a time, as the connection is."""
+    is no longer ``preparing``. Used by one call at a time, as the connection is."""
 
     def __init__(
         self,
@@ -135,7 +143,7 @@ class Wire:
         if formats is None:
             formats = self._formats[len(params)] = [PyFormat.AUTO] * len(params)
         values = adapt.dump_sequence(params, formats)
-        if self._server.pinned:
+        if self._server.preparing:
             key = (sql, adapt.types or ())
             name = self._names.get(key)
             if name is None:

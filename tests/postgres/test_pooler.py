@@ -1,13 +1,15 @@
 """harel_sa behind PgBouncer, the connection pooler most PostgreSQL deployments put in front.
 
-In ``pool_mode = transaction`` each transaction runs on whichever server connection is free:
-a statement prepared in one may be missing in the next (or prepared there by another client),
-and a ``LISTEN`` stays on a server connection that then serves other clients. A transport finds
-the pooler when a connection starts (its cancel key is not the backend's) and then sends its
-statements unprepared and never listens (the worker polls); in ``pool_mode = session`` too,
-which it cannot tell apart. A pooler it missed is found by the first prepared statement lost,
-and the call run again unprepared: shown on a direct connection, the statements deallocated by
-hand as a transaction pooler would lose them.
+In ``pool_mode = transaction`` each transaction runs on whichever server connection is free: a
+``LISTEN`` stays on a server connection that then serves other clients, and so would a session
+setting; and before PgBouncer 1.21 (which tracks them) a statement prepared in one transaction
+may be missing in the next. A transport finds the pooler when a connection starts (its cancel
+key is not the backend's), then never listens (the worker polls) and sets nothing; in
+``pool_mode = session`` too, which it cannot tell apart. It keeps preparing until a statement
+is lost: then that call runs again, and every statement after it, unprepared. The tests hold
+for both kinds of PgBouncer (``HAREL_SA_PGBOUNCER`` runs another than the PATH's): where
+PgBouncer tracks prepared statements nothing is ever lost. The same loss, on a direct
+connection, by hand: ``DEALLOCATE ALL``.
 """
 
 from __future__ import annotations
@@ -56,6 +58,13 @@ def _lock_timeouts(url: str) -> set[str]:
             holder.close()
 
 
+def _losses(bouncer: Bouncer) -> int:
+    """How many times a transport may find a statement lost behind ``bouncer``: once (then it
+    prepares no more), or never where the server connection stays the client's or PgBouncer
+    keeps the statements itself."""
+    return int(bouncer.mode == "transaction" and not bouncer.tracks_prepared)
+
+
 def _publish(q: PostgresTransport[Event], group: str) -> None:
     for n in range(PER_GROUP):
         q.publish(group, Event(kind=str(n)))
@@ -100,7 +109,8 @@ def test_through_pgbouncer_each_message_is_delivered_once_in_order(
         )
         assert q.stats().messages == 0
     assert _by_group(got) == {f"g{g}": list(range(PER_GROUP)) for g in range(GROUPS)}
-    assert caplog.text.count(FOUND) == 1 and LOST not in caplog.text
+    assert caplog.text.count(FOUND) == 1
+    assert caplog.text.count(LOST) <= _losses(bouncer)
 
 
 def test_the_async_twin_through_a_transaction_pooler(
@@ -130,7 +140,8 @@ def test_the_async_twin_through_a_transaction_pooler(
 
     got = asyncio.run(main())
     assert sorted(got) == sorted((f"g{g}", n) for g in range(GROUPS) for n in range(3))
-    assert caplog.text.count(FOUND) == 1 and LOST not in caplog.text
+    assert caplog.text.count(FOUND) == 1
+    assert caplog.text.count(LOST) <= _losses(transaction_pooler)
     assert _listening(pg_url) == 0
 
 
@@ -155,6 +166,24 @@ def test_a_worker_through_a_transaction_pooler_polls_and_never_listens(
         assert q.wait_for_messages(0.05) is False
         assert q.wait_for_messages(0.05) is False
     assert _listening(pg_url) == 0
+
+
+def test_a_statement_the_pooler_loses_is_run_again_unprepared(
+    pg_url: str, transaction_pooler: Bouncer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "harel_sa")
+    url = transaction_pooler.url(pg_url)
+    with PostgresTransport(url, pool_size=1) as q:
+        q.publish("g", Event(kind="1"))  # prepared on the server connection it ran on
+        transaction_pooler.reconnect(pg_url)  # every server connection replaced
+        q.publish("g", Event(kind="2"))
+        q.publish("g", Event(kind="3"))
+        kinds = []
+        while (lease := q.claim("w", 30.0)) is not None:
+            kinds.append(lease.event.kind)
+            assert q.ack(lease)
+    assert kinds == ["1", "2", "3"]
+    assert caplog.text.count(LOST) == _losses(transaction_pooler)
 
 
 def test_the_db_commands_through_a_transaction_pooler(
