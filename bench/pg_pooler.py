@@ -130,9 +130,10 @@ def section(w: dict[str, Any]) -> list[str]:
         f"{w['n']:,} messages over {w['groups']:,} groups, drained by 1 or 4 worker processes,"
         " each with a pool of one connection, zero-work handler: harel_sa's `PostgresTransport`"
         " connected to the server, and the same through PgBouncer in `pool_mode = transaction`"
-        f" (version {', '.join(w['pgbouncer'])}; {POOL_SIZE} server connections) in front of"
-        " it. A PgBouncer before 1.21 loses prepared statements, and harel_sa then sends its"
-        " statements unprepared (each parsed and planned where it runs); 1.21 and later keeps"
+        f" (version {', '.join(w['pgbouncer'])}: the PATH's, and `HAREL_SA_PGBOUNCER`'s when"
+        f" it names another; {POOL_SIZE} server connections) in front of it. A PgBouncer"
+        " before 1.21 loses prepared statements, and harel_sa then sends its statements"
+        " unprepared (each parsed and planned where it runs); 1.21 and later keeps"
         " them prepared (`max_prepared_statements`). All queues drained in turns by the same"
         " processes, as the pg workload drains its group queues; ÷ direct is per repetition.",
         "",

@@ -134,7 +134,9 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     exe = os.path.relpath(sys.executable) if not sys.executable.startswith("/usr") else "python3"
-    command = shlex.join([exe, os.path.relpath(__file__), *argv])
+    # The variables that choose what runs are part of the command (the pooler's second PgBouncer).
+    chosen = [f"{k}={os.environ[k]}" for k in ("HAREL_SA_PGBOUNCER",) if os.environ.get(k)]
+    command = shlex.join([*chosen, exe, os.path.relpath(__file__), *argv])
     env = environment(command)
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="harel-bench-db-"))

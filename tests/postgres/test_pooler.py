@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 from collections import defaultdict
+from typing import Any
 
 import psycopg
 import pytest
@@ -63,6 +64,17 @@ def _losses(bouncer: Bouncer) -> int:
     prepares no more), or never where the server connection stays the client's or PgBouncer
     keeps the statements itself."""
     return int(bouncer.mode == "transaction" and not bouncer.tracks_prepared)
+
+
+def _on_its_connection(q: PostgresTransport[Event], sql: str) -> Any:
+    """Run ``sql`` on the connection the transport keeps for its next call: its first row."""
+    session = q._sessions.take()
+    assert session is not None
+    try:
+        cursor = session.connection.execute(sql)
+        return cursor.fetchone() if cursor.description else None
+    finally:
+        q._sessions.keep(session)
 
 
 def _publish(q: PostgresTransport[Event], group: str) -> None:
@@ -208,11 +220,7 @@ def test_a_direct_connection_keeps_its_statements_prepared_and_listens(
     caplog.set_level(logging.INFO, "harel_sa")
     with PostgresTransport(pg_url, pool_size=1) as q:
         q.publish("g", Event(kind="1"))
-        session = q._sessions.take()
-        assert session is not None
-        rows = session.connection.execute("SELECT count(*) FROM pg_prepared_statements")
-        assert (rows.fetchone() or (0,))[0] >= 1
-        q._sessions.keep(session)
+        assert _on_its_connection(q, "SELECT count(*) FROM pg_prepared_statements")[0] >= 1
         assert q.wait_for_messages(0) is True  # connects and listens
     assert FOUND not in caplog.text and LOST not in caplog.text
 
@@ -224,10 +232,7 @@ def test_a_pooler_missed_at_connect_is_found_by_a_lost_statement_and_the_call_ru
     with PostgresTransport(pg_url, pool_size=1) as q:
         q.publish("g", Event(kind="1"))
         assert q.wait_for_messages(0) is True  # listening
-        session = q._sessions.take()
-        assert session is not None
-        session.connection.execute("DEALLOCATE ALL")  # as a transaction pooler loses them
-        q._sessions.keep(session)
+        _on_its_connection(q, "DEALLOCATE ALL")  # as a transaction pooler loses them
         q.publish("g", Event(kind="2"))  # its statement lost: run again, unprepared
         leases = q.claim_many("w", 30.0, 5)
         assert [lease.event.kind for lease in leases] == ["1"]
