@@ -4,13 +4,14 @@ transport connected to the server directly.
 Behind a pooler every message is relayed, and a PgBouncer before 1.21 loses prepared
 statements (the next transaction may run on another server connection): harel_sa then sends
 them unprepared, each parsed and planned where it runs; PgBouncer 1.21 and later keeps them
-prepared itself. This measures what each costs: N messages over G groups (the pg workload's
-sizes), drained by 1 and 4 worker processes, by claim + ack and in batches of
-:data:`pg_peers.DRAIN_BATCH`, directly and through each PgBouncer given (``tests/pgbouncer.py``,
-``pool_mode = transaction``, 8 server connections; the PATH's, and ``HAREL_SA_PGBOUNCER``'s
-when it names another) in front of the run's own throw-away server. All queues are drained in
-turns by the same processes (:mod:`pg_interleave`), each drain checked as the pg workload
-checks its drains; the fills are published directly.
+prepared itself when ``max_prepared_statements`` is above 0 (set so here). This measures
+what each costs: N messages over G groups (the pg workload's sizes), drained by 1 and 4
+worker processes, by claim + ack and in batches of :data:`pg_peers.DRAIN_BATCH`, directly and
+through each PgBouncer given (``tests/pgbouncer.py``, ``pool_mode = transaction``, 8 server
+connections; the PATH's, and ``HAREL_SA_PGBOUNCER``'s when it names another) in front of the
+run's own throw-away server. All queues are drained in turns by the same processes
+(:mod:`pg_interleave`), each drain checked as the pg workload checks its drains; the fills are
+published directly.
 """
 
 from __future__ import annotations
@@ -134,8 +135,9 @@ def section(w: dict[str, Any]) -> list[str]:
         f" it names another; {POOL_SIZE} server connections) in front of it. A PgBouncer"
         " before 1.21 loses prepared statements, and harel_sa then sends its statements"
         " unprepared (each parsed and planned where it runs); 1.21 and later keeps"
-        " them prepared (`max_prepared_statements`). All queues drained in turns by the same"
-        " processes, as the pg workload drains its group queues; ÷ direct is per repetition.",
+        " them prepared (`max_prepared_statements = 200` here). All queues drained in turns by"
+        " the same processes, as the pg workload drains its group queues; ÷ direct is per"
+        " repetition.",
         "",
         *_table(["queue", "processes", "msgs/s", "÷ direct", "checks"], rows),
     ]
