@@ -25,10 +25,10 @@ from tests import pg_cluster, pgbouncer
 REQUIRE_VARIABLE = "HAREL_SA_REQUIRE_PG"
 
 
-def _unavailable(reason: str) -> NoReturn:
+def _unavailable(reason: str, what: str = "PostgreSQL server") -> NoReturn:
     if os.environ.get(REQUIRE_VARIABLE) == "1":
-        pytest.fail(f"{REQUIRE_VARIABLE}=1 and no PostgreSQL server: {reason}", pytrace=False)
-    pytest.skip(f"no PostgreSQL server: {reason}")
+        pytest.fail(f"{REQUIRE_VARIABLE}=1 and no {what}: {reason}", pytrace=False)
+    pytest.skip(f"no {what}: {reason}")
 
 
 @pytest.fixture(scope="session")
@@ -65,7 +65,7 @@ def _pooler(server: pg_cluster.Cluster, mode: str) -> Iterator[pgbouncer.Bouncer
     try:
         bouncer = pgbouncer.start(server.url, mode)
     except pgbouncer.Unavailable as exc:
-        _unavailable(str(exc))
+        _unavailable(str(exc), "PgBouncer")
     try:
         yield bouncer
     finally:

@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
+PROGRAM_VARIABLE = "HAREL_SA_PGBOUNCER"
 INSTALL_HINT = (
     "PgBouncer was not found: install it (Debian/Ubuntu: apt-get install pgbouncer; elsewhere "
-    "the distribution's pgbouncer package) so that `pgbouncer` is on the PATH or in /usr/sbin"
+    "the distribution's pgbouncer package) so that `pgbouncer` is on the PATH or in /usr/sbin, "
+    f"or name one in {PROGRAM_VARIABLE}"
 )
 PORT = 6432
 START_TIMEOUT = 10.0
-PROGRAM_VARIABLE = "HAREL_SA_PGBOUNCER"
 
 
 class Unavailable(RuntimeError):
@@ -40,10 +41,12 @@ class Unavailable(RuntimeError):
 
 
 def program() -> Path | None:
-    """The ``pgbouncer`` program: ``HAREL_SA_PGBOUNCER``, on the PATH, or where Debian puts
-    it."""
+    """The ``pgbouncer`` program: ``HAREL_SA_PGBOUNCER`` (``None`` if it names no program),
+    else on the PATH or where Debian puts it."""
     forced = os.environ.get(PROGRAM_VARIABLE)
-    return Path(forced) if forced else installed()
+    if forced:
+        return Path(forced) if os.access(forced, os.X_OK) else None
+    return installed()
 
 
 def installed() -> Path | None:
