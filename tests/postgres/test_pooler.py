@@ -109,7 +109,7 @@ def test_through_pgbouncer_each_message_is_delivered_once_in_order(
     caplog.set_level(logging.INFO, "harel_sa")
     bouncer: Bouncer = request.getfixturevalue(f"{mode}_pooler")
     url = bouncer.url(pg_url)
-    # In session mode each client connection holds a server connection (4 here): 2 pools of 1.
+    # In session mode each client connection holds one of the pooler's 4 server connections.
     size = 10 if mode == "transaction" else 1
     with PostgresTransport(url, pool_size=size) as q:  # its schema made through the pooler
         _side_by_side(
