@@ -21,7 +21,7 @@ from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event, Lease
 from harel_sa.postgres import operations as ops
 from harel_sa.postgres.backend import PostgresBackend
-from harel_sa.postgres.connect import BACKEND_PID, direct, display, session_setup
+from harel_sa.postgres.connect import display, set_up_async
 from harel_sa.postgres.driver import arun, no_connection, run_again, translate
 from harel_sa.postgres.listen import AsyncListener
 from harel_sa.postgres.sessions import Session, Sessions
@@ -77,9 +77,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         await asyncio.to_thread(open_schema, settings.conninfo, options.names, where, create_schema)
 
         async def configure(conn: AsyncConnection) -> None:
-            row = await (await conn.execute(BACKEND_PID)).fetchone()
-            if settings.server.check(direct(row, conn.info.backend_pid)):
-                await conn.execute(session_setup(settings.lock_timeout_ms))
+            settings.server.check(await set_up_async(conn, settings.lock_timeout_ms))
             conn.wire = Wire(conn, settings.server)
 
         arguments = settings.arguments(configure, AsyncConnection)

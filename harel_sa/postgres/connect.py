@@ -56,6 +56,15 @@ def set_up(conn: Any, lock_timeout_ms: int | None = None) -> bool:
     return True
 
 
+async def set_up_async(conn: Any, lock_timeout_ms: int | None = None) -> bool:
+    """:func:`set_up` on an async psycopg connection."""
+    row = await (await conn.execute(BACKEND_PID)).fetchone()
+    if not direct(row, conn.info.backend_pid):
+        return False
+    await conn.execute(session_setup(lock_timeout_ms))
+    return True
+
+
 def is_postgresql(target: object) -> bool:
     """Whether ``target`` (a URL string, :class:`URL` or Engine) names a PostgreSQL database."""
     if isinstance(target, Engine):

@@ -73,19 +73,16 @@ class ServerSession:
         self.pinned = True
         self.preparing = True
 
-    def check(self, direct: bool) -> bool:
+    def check(self, direct: bool) -> None:
         """A new connection is ``direct`` (:func:`~harel_sa.postgres.connect.direct`), or a
-        pooler is between, which ends ``pinned`` (said once in the log); returns ``direct``."""
-        if direct:
-            return True
-        if self.pinned:
+        pooler is between, which ends ``pinned`` (said once in the log)."""
+        if not direct and self.pinned:
             self.pinned = False
             log.info(
                 "a connection pooler is between harel_sa and the server (the cancel key is not "
                 "the backend's): idle workers poll (LISTEN cannot follow a pooled connection) "
                 "and the sessions keep the server's settings"
             )
-        return False
 
     def lost_statement(self, sqlstate: str | None) -> None:
         """A prepared statement was found missing or there already: a pooler between, which
