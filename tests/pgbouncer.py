@@ -19,6 +19,7 @@ import contextlib
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -166,12 +167,25 @@ def start(server_url: str, mode: str, pool_size: int = 4, binary: Path | None = 
     with (home / "output").open("wb") as output:
         process = subprocess.Popen(args, stdout=output, stderr=subprocess.STDOUT, **ids)  # type: ignore[call-overload]
     bouncer = Bouncer(mode, home, process, numbers, login)
-    socket = home / f".s.PGSQL.{PORT}"
     deadline = time.monotonic() + START_TIMEOUT
-    while not socket.exists():
+    while not _listening(home / f".s.PGSQL.{PORT}"):
         if process.poll() is not None or time.monotonic() > deadline:
             log = bouncer.log()
             bouncer.stop()
             raise RuntimeError(f"pgbouncer did not start ({' '.join(args)}):\n{log}")
         time.sleep(0.02)
     return bouncer
+
+
+def _listening(path: Path) -> bool:
+    """Whether a connection to the Unix socket ``path`` is accepted. Its file alone is not
+    enough: PgBouncer binds it (the file appears) before it listens, and a connection between
+    the two is refused."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
