@@ -25,7 +25,8 @@ slow, the batcher, which wakes at least every ``STALL`` seconds while leases wai
 has waited there that long with no slot taking. The batcher waits on its bell
 (``Run.on_ring``), rung after the state changed: a waiter clears it, then looks again, so no
 ring is lost; the first gathered ack rings it only when its sleep would outlast that ack's
-``ack_wait``.
+``ack_wait`` (after a quick handler, ``ack_wait`` or ``STALL``, whichever is longer: it watches
+the tray that often anyway, and a ring for every batch would cost more than the wait).
 """
 
 from __future__ import annotations
@@ -144,10 +145,11 @@ class Batches:
                 if first:
                     self._first_at = now
                 due = self._due(now)
-                # The batcher times ``ack_wait`` from the first ack (rung unless it wakes by
-                # then anyway); a batch due is sent by this slot, or by the sender of the
-                # batch on its way, after it.
-                ring = first and not due and self._asleep_until > now + self.options.ack_wait
+                # The batcher times ``ack_wait`` from the first ack unless it wakes by then
+                # anyway (after a quick handler: or by ``STALL``, see above). A batch due is
+                # sent by this slot, or by the sender of the batch on its way, after it.
+                wait = max(self.options.ack_wait, STALL) if self._quick else self.options.ack_wait
+                ring = first and not due and self._asleep_until > now + wait
                 if due and not self._sending:
                     batch = self._next_batch(now)
                 elif self._tray and not (run.stopping or run.done):

@@ -198,6 +198,24 @@ def test_the_first_ack_rings_the_batcher_only_when_it_sleeps_past_ack_wait() -> 
     assert isinstance(due, Send) and due.batch.leases == (lease(1),)
 
 
+def test_after_quick_handlers_the_first_ack_leaves_the_watching_batcher_asleep() -> None:
+    options = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=b.STALL / 4)
+    team = Team(options)
+    step, _ = second_batch_on_slot_1(team)
+    assert team.rang == 1  # told to watch the tray, as before
+    watch = next(team.batcher)
+    assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
+    team.rang = 0
+    assert isinstance(step, Handle) and step.lease.seq == 4
+    step = team.finish(1)  # the first ack of this batch; lease 5's handler hangs
+    assert isinstance(step, Handle) and step.lease.seq == 5
+    assert team.rang == 0  # the batcher wakes within STALL anyway: no ring for each batch
+    team.clock.advance(b.STALL)
+    due = next(team.batcher)  # it wakes: lease 4's ack waited past ack_wait, sent now
+    assert isinstance(due, Send) and due.batch.leases == (lease(4),)
+    assert team.wakes == 1  # and lease 6, left in the tray STALL, gets a slot
+
+
 def test_acks_are_gathered_into_one_batch_counted_only_once_it_committed() -> None:
     team = Team()
     leases = lease(1), lease(2), lease(3)
