@@ -20,7 +20,7 @@ from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError
 
 from harel_sa import Names, SchemaError, SqliteTransport
-from harel_sa.postgres.connect import is_postgresql
+from harel_sa.postgres.connect import Pooler, is_postgresql
 from harel_sa.sqlite.connection import read_only_url
 from harel_sa.sqlite.startup import read_target
 from harel_sa.state import State
@@ -126,13 +126,13 @@ def queue_target(args: argparse.Namespace, *, must_exist: bool) -> Target:
     return target(args, must_exist=must_exist)
 
 
-def open_queue(t: Target, *, create_schema: bool = False) -> Any:
-    """The sync transport on ``t``: SQLite's (:meth:`Target.open`) or PostgreSQL's, its schema
-    checked (or, with ``create_schema``, brought to head)."""
+def open_queue(t: Target, *, create_schema: bool = False, pooler: Pooler = "auto") -> Any:
+    """The sync transport on ``t``: SQLite's (:meth:`Target.open`) or PostgreSQL's (through
+    ``pooler``), its schema checked (or, with ``create_schema``, brought to head)."""
     if t.path is None and is_postgresql(t.api):
         from harel_sa import PostgresTransport
 
-        return PostgresTransport(t.api, prefix=t.prefix, create_schema=create_schema)
+        return PostgresTransport(t.api, prefix=t.prefix, create_schema=create_schema, pooler=pooler)
     return t.open(create_schema=create_schema) if create_schema else t.open()
 
 

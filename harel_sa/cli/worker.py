@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import harel_sa
 from harel_sa.cli import logs
 from harel_sa.cli.common import OK, CliError, Commands, Target, open_queue, queue_target
-from harel_sa.postgres.connect import is_postgresql
+from harel_sa.postgres.connect import POOLERS, Pooler, is_postgresql
 from harel_sa.worker import DEFAULT_ACK_WAIT, DEFAULT_MAX_DELIVERIES
 from harel_sa.worker.options import is_async
 
@@ -61,7 +61,7 @@ def _deliveries(text: str) -> int | str:
 
 def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
     def parse(text: str) -> str:
-        value = text.strip().lower() if choices == logs.FORMATS else text.strip().upper()
+        value = text.strip().upper() if choices == logs.LEVELS else text.strip().lower()
         if value not in choices:
             raise argparse.ArgumentTypeError(f"must be one of {', '.join(choices)}, not {text!r}")
         return value
@@ -96,6 +96,15 @@ SETTINGS = (
         "URL",
     ),
     Setting("--prefix", "HAREL_SA_PREFIX", str, "harel", "the table prefix", "NAME"),
+    Setting(
+        "--pooler",
+        "HAREL_SA_POOLER",
+        _choice(POOLERS),
+        "auto",
+        "PostgreSQL behind a pooler: auto (found at connect), session (LISTEN and settings "
+        "kept: PgBouncer's pool_mode = session) or transaction",
+        "MODE",
+    ),
     Setting("--worker-id", "HAREL_SA_WORKER_ID", str, None, "default: host:pid:random", "ID"),
     Setting("--concurrency", "HAREL_SA_CONCURRENCY", lambda t: _whole(t, 1), 1, "handlers at once"),
     Setting("--visibility", "HAREL_SA_VISIBILITY", _seconds, 30.0, "lease seconds", "S"),
@@ -229,6 +238,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     logs.configure(given["log_level"], given["log_format"])
     handler = load(args.handler, args.debug)
     t = queue_target(argparse.Namespace(**given), must_exist=True)
+    if t.path is not None and given["pooler"] != "auto":
+        raise CliError("--pooler is for a postgresql:// --url, not for a SQLite file")
     options: dict[str, Any] = {
         "concurrency": given["concurrency"],
         "visibility": given["visibility"],
@@ -248,21 +259,27 @@ def cmd_worker(args: argparse.Namespace) -> int:
             options["observer"] = _metrics(t, given, stack)
         if is_async(handler):
             log.info("handler %s is async: running an AsyncWorker", args.handler)
-            asyncio.run(_run_async(t, handler, options, run))
+            asyncio.run(_run_async(t, given["pooler"], handler, options, run))
         else:
-            with open_queue(t) as queue:
+            with open_queue(t, pooler=given["pooler"]) as queue:
                 harel_sa.Worker(queue, handler, **options).run(**run)
     return OK
 
 
 async def _run_async(
-    t: Target, handler: Callable[..., Any], options: dict[str, Any], run: dict[str, Any]
+    t: Target,
+    pooler: Pooler,
+    handler: Callable[..., Any],
+    options: dict[str, Any],
+    run: dict[str, Any],
 ) -> WorkerStats:
     queue: Any
     if t.path is None and is_postgresql(t.api):
         from harel_sa import AsyncPostgresTransport  # needs the postgres extra
 
-        queue = await AsyncPostgresTransport.create(t.api, prefix=t.prefix, create_schema=False)
+        queue = await AsyncPostgresTransport.create(
+            t.api, prefix=t.prefix, create_schema=False, pooler=pooler
+        )
     else:
         queue = await harel_sa.AsyncSqliteTransport.create(
             t.api, prefix=t.prefix, create_schema=False
@@ -282,7 +299,7 @@ def _metrics(t: Target, given: dict[str, Any], stack: ExitStack) -> Any:
         raise CliError(f"--metrics-port needs prometheus_client: {exc}") from exc
     registry = CollectorRegistry()
     observer = WorkerMetrics(registry)
-    registry.register(QueueCollector(stack.enter_context(open_queue(t))))
+    registry.register(QueueCollector(stack.enter_context(open_queue(t, pooler=given["pooler"]))))
     try:
         server = serve(given["metrics_port"], registry, given["metrics_host"])
     except OSError as exc:

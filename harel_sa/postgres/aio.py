@@ -21,7 +21,7 @@ from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event, Lease
 from harel_sa.postgres import operations as ops
 from harel_sa.postgres.backend import PostgresBackend
-from harel_sa.postgres.connect import display, set_up_async
+from harel_sa.postgres.connect import Pooler, display, set_up_async
 from harel_sa.postgres.driver import arun, no_connection, run_again, translate
 from harel_sa.postgres.listen import AsyncListener
 from harel_sa.postgres.sessions import Session, Sessions
@@ -46,12 +46,14 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         pool_size: int,
         conninfo: str,
         server: ServerSession,
+        pooler: Pooler,
     ) -> None:
         self._calls = calls
         self._pool: AsyncConnectionPool[Any] | None = pool
         self._sessions: Sessions[AsyncConnection] = Sessions()
         self._target = target
         self._pool_size = pool_size
+        self._pooler = pooler
         self._where = display(target)
         self._listener = AsyncListener(conninfo, calls.options.names, server)
 
@@ -66,18 +68,23 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         busy_timeout: float = 5.0,
         event_type: type[E] = Event,  # type: ignore[assignment]
         pool_size: int = 10,
+        pooler: Pooler = "auto",
     ) -> AsyncPostgresTransport[E]:
         """Open the transport: the options of :class:`~harel_sa.PostgresTransport`."""
         options = options_of(prefix, clock, busy_timeout, event_type)
         calls = Calls(options, PostgresBackend(server_clock=clock is None), clock)
         where = display(url)
-        settings = pool_settings(url, options, pool_size)
+        settings = pool_settings(url, options, pool_size, pooler)
         # The schema is looked at (and made) on one connection of its own, as the sync
         # transport does it: it runs once, at open.
-        await asyncio.to_thread(open_schema, settings.conninfo, options.names, where, create_schema)
+        await asyncio.to_thread(
+            open_schema, settings.conninfo, options.names, where, create_schema, settings.pooler
+        )
 
         async def configure(conn: AsyncConnection) -> None:
-            settings.server.check(await set_up_async(conn, settings.lock_timeout_ms))
+            settings.server.check(
+                await set_up_async(conn, settings.lock_timeout_ms, settings.pooler)
+            )
             conn.wire = Wire(conn, settings.server)
 
         arguments = settings.arguments(configure, AsyncConnection)
@@ -87,7 +94,9 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         except PoolTimeout as exc:
             await pool.close()
             raise no_connection(exc, None, where) from exc
-        return cls(calls, pool, url, settings.size, settings.conninfo, settings.server)
+        return cls(
+            calls, pool, url, settings.size, settings.conninfo, settings.server, settings.pooler
+        )
 
     @property
     def database(self) -> str:
@@ -107,6 +116,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
             busy_timeout=options.busy_timeout,
             event_type=options.event_type,
             pool_size=2,
+            pooler=self._pooler,
         )
 
     async def _run(self, op: Bound[T]) -> T:

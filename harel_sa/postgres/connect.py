@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
@@ -19,6 +19,24 @@ DRIVERS = ("", "psycopg", "psycopg2", "psycopg_async", "asyncpg", "pg8000")
 #: over the URL's options, PGCLIENTENCODING and the database's default): an event's JSON may
 #: hold any character, and with SQL_ASCII psycopg reads texts as bytes.
 CLIENT_ENCODING = "UTF8"
+
+
+#: What is between a transport and the server: ``"auto"``, found at each connection's start
+#: (:func:`direct`); ``"session"``, a pooler that gives each client connection one server
+#: connection for its life (PgBouncer's ``pool_mode = session``); ``"transaction"``, one whose
+#: server connections change between transactions, whatever the start says.
+Pooler = Literal["auto", "session", "transaction"]
+POOLERS: tuple[Pooler, ...] = ("auto", "session", "transaction")
+
+
+def checked_pooler(value: object) -> Pooler:
+    """``value`` checked as a :data:`Pooler`."""
+    if not isinstance(value, str):
+        raise InvalidArgumentTypeError(f"pooler must be a str, not {type(value).__name__}")
+    for known in POOLERS:
+        if value == known:
+            return known
+    raise InvalidArgumentError(f"pooler must be one of {', '.join(POOLERS)}, not {value!r}")
 
 
 def session_setup(lock_timeout_ms: int | None = None) -> str:
@@ -46,23 +64,33 @@ def direct(row: tuple[Any, ...] | None, told_pid: int) -> bool:
     return row is not None and row[0] == told_pid
 
 
-def set_up(conn: Any, lock_timeout_ms: int | None = None) -> bool:
-    """Run :func:`session_setup` on ``conn`` (a sync psycopg connection, autocommit) unless a
-    pooler is between (its settings would stay on a server connection that serves other
-    clients next); whether it is direct (:func:`direct`)."""
-    if not direct(conn.execute(BACKEND_PID).fetchone(), conn.info.backend_pid):
-        return False
-    conn.execute(session_setup(lock_timeout_ms))
-    return True
+def set_up(conn: Any, lock_timeout_ms: int | None = None, pooler: Pooler = "auto") -> bool:
+    """Run :func:`session_setup` on ``conn`` (a sync psycopg connection, autocommit) when its
+    server session is its own: a direct connection (``"auto"``: :func:`direct` asks the
+    server) or a pooler in session mode (``"session"``); not through a transaction pooler,
+    where the settings would stay on a server connection that serves other clients next.
+    Whether it was."""
+    if pooler == "auto":
+        own = direct(conn.execute(BACKEND_PID).fetchone(), conn.info.backend_pid)
+    else:
+        own = pooler == "session"
+    if own:
+        conn.execute(session_setup(lock_timeout_ms))
+    return own
 
 
-async def set_up_async(conn: Any, lock_timeout_ms: int | None = None) -> bool:
+async def set_up_async(
+    conn: Any, lock_timeout_ms: int | None = None, pooler: Pooler = "auto"
+) -> bool:
     """:func:`set_up` on an async psycopg connection."""
-    row = await (await conn.execute(BACKEND_PID)).fetchone()
-    if not direct(row, conn.info.backend_pid):
-        return False
-    await conn.execute(session_setup(lock_timeout_ms))
-    return True
+    if pooler == "auto":
+        row = await (await conn.execute(BACKEND_PID)).fetchone()
+        own = direct(row, conn.info.backend_pid)
+    else:
+        own = pooler == "session"
+    if own:
+        await conn.execute(session_setup(lock_timeout_ms))
+    return own
 
 
 def is_postgresql(target: object) -> bool:

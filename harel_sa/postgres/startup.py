@@ -11,18 +11,22 @@ through :func:`harel_sa.state.read`, the one reading every tool shares.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harel_sa import frozen
 from harel_sa.errors import ConnectionLostError, SchemaError
 from harel_sa.schema import HEAD_REVISION, Names, migration_lock
 from harel_sa.state import State, read
 
+if TYPE_CHECKING:
+    from harel_sa.postgres.connect import Pooler
 
-def open_schema(info: str, names: Names, where: str, create: bool) -> None:
-    """At a transport's open: on a connection of its own (libpq ``info``), :func:`ensure_schema`
-    (``create``) or :func:`check_schema`; a server that cannot be reached is a
-    :class:`~harel_sa.ConnectionLostError`, other driver errors typed as in calls."""
+
+def open_schema(info: str, names: Names, where: str, create: bool, pooler: Pooler = "auto") -> None:
+    """At a transport's open: on a connection of its own (libpq ``info``, set up as
+    ``pooler`` says), :func:`ensure_schema` (``create``) or :func:`check_schema`; a server that
+    cannot be reached is a :class:`~harel_sa.ConnectionLostError`, other driver errors typed
+    as in calls."""
     import psycopg
 
     from harel_sa.postgres.connect import set_up
@@ -31,7 +35,7 @@ def open_schema(info: str, names: Names, where: str, create: bool) -> None:
     conn = None
     try:
         conn = psycopg.connect(info, autocommit=True)
-        set_up(conn)
+        set_up(conn, pooler=pooler)
         if create:
             ensure_schema(conn, names, where)
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import psycopg
@@ -22,7 +22,7 @@ from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event
 from harel_sa.postgres import operations as ops
 from harel_sa.postgres.backend import PostgresBackend
-from harel_sa.postgres.connect import conninfo, display, set_up
+from harel_sa.postgres.connect import Pooler, checked_pooler, conninfo, display, set_up
 from harel_sa.postgres.driver import ADAPTERS, no_connection, run, run_again, translate
 from harel_sa.postgres.listen import Listener
 from harel_sa.postgres.sessions import Session, Sessions
@@ -57,6 +57,17 @@ class PostgresTransport(Transport[E]):
     :class:`~harel_sa.BusyError`. A broken connection (a server restart, a terminated backend,
     a network drop) raises :class:`~harel_sa.ConnectionLostError`; reads that only look (stats,
     peek, dead) are retried once on a new connection, and the pool replaces broken connections.
+
+    **Behind a connection pooler.** ``pooler="auto"`` finds one when each connection starts
+    (PgBouncer answers with a cancel key of its own): then the transport sets nothing on the
+    server sessions (READ COMMITTED and the lock wait are the role's or the database's) and
+    never listens (idle workers poll), since a transaction pooler hands the next transaction
+    to whichever server connection is free. ``"session"`` says the URL names a pooler that
+    gives each connection one server connection for its life (PgBouncer's ``pool_mode =
+    session``): the settings and ``LISTEN`` are then safe, as on a direct connection.
+    ``"transaction"`` says the server connection may change between transactions whatever
+    the start looks like: no settings, no ``LISTEN``. Either way statements stay prepared
+    until the pooler is found to lose one, then go unprepared.
     """
 
     def __init__(
@@ -69,16 +80,17 @@ class PostgresTransport(Transport[E]):
         busy_timeout: float = 5.0,
         event_type: type[E] = Event,  # type: ignore[assignment]
         pool_size: int = 10,
+        pooler: Pooler = "auto",
     ) -> None:
         options = options_of(prefix, clock, busy_timeout, event_type)
         self._calls = Calls(options, PostgresBackend(server_clock=clock is None), clock)
         self._where = display(url)
-        settings = pool_settings(url, options, pool_size)
+        settings = pool_settings(url, options, pool_size, pooler)
         self._pool: ConnectionPool[Any] | None = None
-        open_schema(settings.conninfo, options.names, self._where, create_schema)
+        open_schema(settings.conninfo, options.names, self._where, create_schema, settings.pooler)
 
         def configure(conn: Connection) -> None:
-            settings.server.check(set_up(conn, settings.lock_timeout_ms))
+            settings.server.check(set_up(conn, settings.lock_timeout_ms, settings.pooler))
             conn.wire = Wire(conn, settings.server)
 
         pool: ConnectionPool[Any] = ConnectionPool(**settings.arguments(configure, Connection))
@@ -182,7 +194,8 @@ class PoolSettings:
     lock_timeout_ms: int
     name: str
     busy_timeout: float
-    server: ServerSession = field(default_factory=ServerSession)
+    pooler: Pooler
+    server: ServerSession
 
     @property
     def open_timeout(self) -> float:
@@ -205,15 +218,20 @@ class PoolSettings:
         }
 
 
-def pool_settings(url: object, options: Options[Any], pool_size: object) -> PoolSettings:
+def pool_settings(
+    url: object, options: Options[Any], pool_size: object, pooler: object
+) -> PoolSettings:
     """The pool of a transport on ``url`` with ``options``: at most ``pool_size``
     connections, each waiting at most ``busy_timeout`` for a row lock (``lock_timeout``) and
     each call at most that long for a connection; each set up by
-    :func:`~harel_sa.postgres.connect.session_setup`."""
+    :func:`~harel_sa.postgres.connect.set_up` as ``pooler`` says."""
+    checked = checked_pooler(pooler)
     return PoolSettings(
         conninfo=conninfo(url),
         size=validate.count("pool_size", pool_size),
         lock_timeout_ms=int(options.busy_timeout * 1000),
         name=f"harel_sa:{options.names.prefix}",
         busy_timeout=options.busy_timeout,
+        pooler=checked,
+        server=ServerSession(checked),
     )

@@ -26,7 +26,7 @@ import hashlib
 import logging
 import select
 from collections.abc import Generator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg
@@ -34,6 +34,9 @@ from psycopg import pq
 from psycopg.adapt import PyFormat, Transformer
 
 from harel_sa.cancels import Finished
+
+if TYPE_CHECKING:
+    from harel_sa.postgres.connect import Pooler
 
 T = TypeVar("T")
 
@@ -61,22 +64,24 @@ class ServerSession:
 
     ``pinned``: each connection keeps one server session for its life, so its ``LISTEN`` and
     its settings stay its own; not so once a pooler is found between, at connect
-    (:meth:`check`). ``preparing``: the statements a connection prepared stay prepared, as
-    behind a direct connection, a pooler in ``pool_mode = session`` or a PgBouncer that
-    tracks them (1.21 and later, ``max_prepared_statements`` above 0: its default since
-    1.24); not so once one is found missing or there already (:meth:`lost_statement`), and
-    from then on the statements go unprepared."""
+    (:meth:`check`), nor ever behind a pooler declared ``"transaction"``. ``preparing``: the
+    statements a connection prepared stay prepared, as behind a direct connection, a pooler
+    in ``pool_mode = session`` or a PgBouncer that tracks them (1.21 and later,
+    ``max_prepared_statements`` above 0: its default since 1.24); not so once one is found
+    missing or there already (:meth:`lost_statement`), and from then on the statements go
+    unprepared."""
 
     __slots__ = ("pinned", "preparing")
 
-    def __init__(self) -> None:
-        self.pinned = True
+    def __init__(self, pooler: Pooler = "auto") -> None:
+        self.pinned = pooler != "transaction"
         self.preparing = True
 
-    def check(self, direct: bool) -> None:
-        """A new connection is ``direct`` (:func:`~harel_sa.postgres.connect.direct`), or a
-        pooler is between, which ends ``pinned`` (said once in the log)."""
-        if not direct and self.pinned:
+    def check(self, own: bool) -> None:
+        """A new connection's server session is its ``own``
+        (:func:`~harel_sa.postgres.connect.set_up`), or a pooler is between, which ends
+        ``pinned`` (said once in the log)."""
+        if not own and self.pinned:
             self.pinned = False
             log.info(
                 "a connection pooler is between harel_sa and the server (the cancel key is not "

@@ -226,6 +226,21 @@ def test_a_bad_environment_value_names_its_variable(project: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--pooler", "session"], "--pooler is for a postgresql:// --url"),
+        (["--pooler", "sessions"], "must be one of auto, session, transaction"),
+    ],
+)
+def test_a_pooler_mode_on_a_sqlite_file_or_an_unknown_one_exits_2(
+    project: Path, args: list[str], says: str
+) -> None:
+    done = _run(project, "app:handle", "--db", "queue.db", *args)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr
+
+
+@pytest.mark.parametrize(
     ("handler", "says"),
     [
         ("app", "must be given as MODULE:CALLABLE"),

@@ -12,6 +12,7 @@ import pytest
 
 from harel_sa import Event, PostgresTransport
 from tests.cli.conftest import ROOT, Cli, as_json
+from tests.pgbouncer import Bouncer
 
 HANG = 120.0  # guards against a hang, never a timing assertion
 APP = """
@@ -61,6 +62,46 @@ def test_the_worker_command_drains_a_postgres_queue(
         assert [w[-1] for w in got if w[-2] == f"g{g}"] == [f"k{n}" for n in range(g, 9, 3)]
     with PostgresTransport(pg_url, create_schema=False) as q:
         assert q.stats().messages == 0
+
+
+@pytest.mark.parametrize(
+    ("handler", "pooler", "found"),
+    [
+        ("handle", ["--pooler", "session"], False),
+        ("handle_async", {"HAREL_SA_POOLER": "session"}, False),
+        ("handle", [], True),  # auto: the pooler is found, and the worker polls
+    ],
+)
+def test_the_worker_command_through_a_session_pooler(
+    tmp_path: Path,
+    pg_url: str,
+    session_pooler: Bouncer,
+    handler: str,
+    pooler: list[str] | dict[str, str],
+    found: bool,
+) -> None:
+    (tmp_path / "app.py").write_text(APP)
+    with PostgresTransport(pg_url) as q:
+        q.publish_many([(f"g{n % 3}", Event(kind=f"k{n}")) for n in range(9)])
+    url = session_pooler.url(pg_url)
+    done = subprocess.run(
+        [sys.executable, "-m", "harel_sa", "worker", f"app:{handler}", "--url", url]
+        + (pooler if isinstance(pooler, list) else [])
+        + ["--until-empty"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            **(pooler if isinstance(pooler, dict) else {}),
+        },
+    )
+    assert done.returncode == 0, done.stderr
+    kinds = [line.split()[-1] for line in done.stdout.splitlines() if "handled" in line]
+    assert sorted(kinds) == sorted(f"k{n}" for n in range(9))
+    assert ("a connection pooler is between" in done.stderr) is found, done.stderr
 
 
 def test_a_postgres_database_not_at_head_exits_3(tmp_path: Path, pg_url: str) -> None:

@@ -25,7 +25,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from harel_sa import AsyncPostgresTransport, Event, PostgresTransport, Worker
+from harel_sa import (
+    AsyncPostgresTransport,
+    Event,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    PostgresTransport,
+    Worker,
+)
 from harel_sa.postgres.statements import channel
 from harel_sa.schema import Names
 from tests.pgbouncer import Bouncer
@@ -291,3 +298,79 @@ def test_through_a_transaction_pooler_the_server_sessions_keep_their_settings(
 
         asyncio.run(publish())
     assert _lock_timeouts(url) == {"0"}
+
+
+def test_told_session_mode_a_transport_listens_and_sets_up_through_the_pooler(
+    pg_url: str, session_pooler: Bouncer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "harel_sa")
+    url = session_pooler.url(pg_url)
+    with PostgresTransport(url, pool_size=1, busy_timeout=7.5, pooler="session") as q:
+        assert q.stats().messages == 0  # a call: its connection kept for the next
+        assert _on_its_connection(q, "SHOW lock_timeout")[0] == "7500ms"
+        assert q.wait_for_messages(0) is True  # connects through the pooler and listens
+        assert _listening(pg_url) == 1
+        with PostgresTransport(pg_url) as producer:
+            threading.Timer(0.2, producer.publish, ("g", Event(kind="1"))).start()
+            assert q.wait_for_messages(30.0) is True  # woken by the publish's NOTIFY
+    assert FOUND not in caplog.text
+
+
+def test_told_session_mode_the_async_twin_listens_through_the_pooler(
+    pg_url: str, session_pooler: Bouncer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "harel_sa")
+    url = session_pooler.url(pg_url)
+
+    async def main() -> tuple[bool, int]:
+        q = await AsyncPostgresTransport.create(url, pool_size=1, pooler="session")
+        try:
+            return await q.wait_for_messages(0), _listening(pg_url)
+        finally:
+            await q.close()
+
+    assert asyncio.run(main()) == (True, 1)
+    assert FOUND not in caplog.text
+
+
+def test_told_transaction_mode_a_transport_neither_listens_nor_sets_up_even_direct(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "harel_sa")
+    with PostgresTransport(pg_url, pool_size=1, busy_timeout=7.5, pooler="transaction") as q:
+        q.publish("g", Event(kind="1"))
+        assert _on_its_connection(q, "SHOW lock_timeout")[0] == "0"  # the role's: none
+        assert q.wait_for_messages(0.01) is False
+        assert _listening(pg_url) == 0
+        lease = q.claim("w", 30.0)
+        assert lease is not None and q.ack(lease)
+    assert FOUND not in caplog.text  # said, not found
+
+
+@pytest.mark.parametrize(
+    ("pooler", "error"),
+    [("sessions", InvalidArgumentError), ("", InvalidArgumentError), (1, InvalidArgumentTypeError)],
+)
+def test_an_unknown_pooler_is_refused_before_connecting(pooler: Any, error: type) -> None:
+    nowhere = "postgresql://nobody@127.0.0.1:9/nothing"  # connecting would be refused
+    with pytest.raises(error, match="pooler must be"):
+        PostgresTransport(nowhere, pooler=pooler)
+    with pytest.raises(error, match="pooler must be"):
+        asyncio.run(AsyncPostgresTransport.create(nowhere, pooler=pooler))
+
+
+def test_the_async_twins_heartbeat_transport_is_told_the_same_pooler(pg_url: str) -> None:
+    """The AsyncWorker's heartbeat extends leases through ``sync_twin()``: behind a pooler
+    declared ``"transaction"`` it too must set nothing and never listen."""
+
+    async def twin() -> PostgresTransport[Event]:
+        q = await AsyncPostgresTransport.create(pg_url, busy_timeout=7.5, pooler="transaction")
+        try:
+            return q.sync_twin()
+        finally:
+            await q.close()
+
+    with asyncio.run(twin()) as heartbeat:
+        heartbeat.publish("g", Event(kind="1"))
+        assert _on_its_connection(heartbeat, "SHOW lock_timeout")[0] == "0"
+        assert heartbeat.wait_for_messages(0.01) is False
