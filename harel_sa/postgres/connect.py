@@ -64,16 +64,20 @@ def direct(row: tuple[Any, ...] | None, told_pid: int) -> bool:
     return row is not None and row[0] == told_pid
 
 
+def own_session(pooler: Pooler, row: tuple[Any, ...] | None, told_pid: int) -> bool:
+    """Whether a connection's server session is its own: as ``pooler`` says (``"session"``:
+    yes, ``"transaction"``: no) or, for ``"auto"``, as :func:`direct` finds (``row``: what
+    :data:`BACKEND_PID` returned; asked only then)."""
+    return direct(row, told_pid) if pooler == "auto" else pooler == "session"
+
+
 def set_up(conn: Any, lock_timeout_ms: int | None = None, pooler: Pooler = "auto") -> bool:
     """Run :func:`session_setup` on ``conn`` (a sync psycopg connection, autocommit) when its
-    server session is its own: a direct connection (``"auto"``: :func:`direct` asks the
-    server) or a pooler in session mode (``"session"``); not through a transaction pooler,
-    where the settings would stay on a server connection that serves other clients next.
-    Whether it was."""
-    if pooler == "auto":
-        own = direct(conn.execute(BACKEND_PID).fetchone(), conn.info.backend_pid)
-    else:
-        own = pooler == "session"
+    server session is its own (:func:`own_session`); not through a transaction pooler, where
+    the settings would stay on a server connection that serves other clients next. Whether
+    it was."""
+    row = conn.execute(BACKEND_PID).fetchone() if pooler == "auto" else None
+    own = own_session(pooler, row, conn.info.backend_pid)
     if own:
         conn.execute(session_setup(lock_timeout_ms))
     return own
@@ -83,11 +87,8 @@ async def set_up_async(
     conn: Any, lock_timeout_ms: int | None = None, pooler: Pooler = "auto"
 ) -> bool:
     """:func:`set_up` on an async psycopg connection."""
-    if pooler == "auto":
-        row = await (await conn.execute(BACKEND_PID)).fetchone()
-        own = direct(row, conn.info.backend_pid)
-    else:
-        own = pooler == "session"
+    row = await (await conn.execute(BACKEND_PID)).fetchone() if pooler == "auto" else None
+    own = own_session(pooler, row, conn.info.backend_pid)
     if own:
         await conn.execute(session_setup(lock_timeout_ms))
     return own
