@@ -26,8 +26,8 @@ from harel_sa.postgres.driver import arun, no_connection, run_again, translate
 from harel_sa.postgres.listen import AsyncListener
 from harel_sa.postgres.sessions import Session, Sessions
 from harel_sa.postgres.startup import open_schema
-from harel_sa.postgres.transport import PostgresTransport, options_of, pool_settings
-from harel_sa.postgres.wire import AsyncConnection, ServerSession, Wire
+from harel_sa.postgres.transport import PoolSettings, PostgresTransport, options_of, pool_settings
+from harel_sa.postgres.wire import AsyncConnection, Wire
 from harel_sa.schema import DEFAULT_PREFIX
 from harel_sa.transports import AsyncTransport
 
@@ -43,19 +43,16 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         calls: Calls[E],
         pool: AsyncConnectionPool[Any],
         target: object,
-        pool_size: int,
-        conninfo: str,
-        server: ServerSession,
-        pooler: Pooler,
+        settings: PoolSettings,
     ) -> None:
         self._calls = calls
         self._pool: AsyncConnectionPool[Any] | None = pool
         self._sessions: Sessions[AsyncConnection] = Sessions()
         self._target = target
-        self._pool_size = pool_size
-        self._pooler = pooler
+        self._pool_size = settings.size
+        self._pooler = settings.pooler
         self._where = display(target)
-        self._listener = AsyncListener(conninfo, calls.options.names, server)
+        self._listener = AsyncListener(settings.conninfo, calls.options.names, settings.server)
 
     @classmethod
     async def create(
@@ -94,9 +91,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         except PoolTimeout as exc:
             await pool.close()
             raise no_connection(exc, None, where) from exc
-        return cls(
-            calls, pool, url, settings.size, settings.conninfo, settings.server, settings.pooler
-        )
+        return cls(calls, pool, url, settings)
 
     @property
     def database(self) -> str:

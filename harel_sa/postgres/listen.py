@@ -71,7 +71,7 @@ class Listener:
 
     def __init__(self, conninfo: str, names: Names, server: ServerSession) -> None:
         self._conninfo, self._listen = conninfo, f"LISTEN {channel(names)}"
-        self._server = server  # not pinned: a pooler is in between
+        self._server = server  # while not ``pinned`` (a pooler between), no LISTEN
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
         self._heard = 0  # notifications heard so far: a waiter's wake-up since it began
