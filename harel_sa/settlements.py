@@ -1,10 +1,10 @@
 """How a worker learns that its handler settled its own lease (acked, nacked, dead-lettered).
 
-While a worker runs a handler it sets a watcher in a context variable (:data:`watch`); the
-transports :func:`report` every ``ack``, ``nack`` and ``dead_letter`` that took. The context
-is the handler's own thread (``Worker``) or task (``AsyncWorker``, and tasks the handler
-starts, which copy it), so nothing else is ever reported to that worker. Outside a handler
-the cost is one context-variable lookup per settle.
+A worker sets a watcher in a context variable (:data:`watch`) in each of its slots' threads
+(``Worker``) or tasks (``AsyncWorker``; tasks a handler starts copy it) for the slot's life,
+and makes its own calls there unwatched; the transports :func:`report` every ``ack``,
+``nack`` and ``dead_letter`` that took. So what is reported to a worker is what its handlers
+did, and nothing else. Unwatched, the cost is one context-variable lookup per settle.
 """
 
 from __future__ import annotations

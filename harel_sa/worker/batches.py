@@ -88,6 +88,8 @@ class Batches:
         self._asleep_until = 0.0  # when the batcher's current sleep ends at the latest
         self._quick = False  # the last handler took under QUICK seconds
         self._moved_at = 0.0  # when a lease was last put in the tray or taken from it
+        # How long the first gathered ack may wait for the batcher after a quick handler.
+        self._quick_wait = max(self.options.ack_wait, STALL)
         self.clock = time.monotonic  # the batches' time (tests move it by hand)
         self.claiming = True  # False once the budget is spent or (until_empty) none was found
         self.open = True  # the batcher runs: it takes acks and hands out leases
@@ -116,25 +118,25 @@ class Batches:
         return lease
 
     def handled(
-        self, lease: Lease[Any], outcome: Outcome, seconds: float
+        self, lease: Lease[Any], outcome: Outcome, started: float, now: float
     ) -> Batch | Operation | Lease[Any] | None:
-        """The handler of ``lease`` (taken from the tray) ended with ``outcome`` after
-        ``seconds``; decided as :meth:`Run.plan <harel_sa.worker.run.Run.plan>` decides, in
-        one section under the lock for a returned handler: its ack joins the next batch and
-        the slot is free. When that makes the gathered acks due and no other batch is on its
-        way, the slot sends them itself (the :class:`Batch` returned, with the claim for the
-        free slots), so a batch of quick handlers goes out without waking the batcher; else
-        the slot's next lease, taken from the tray in the same section (as :meth:`take`
-        would). An :class:`Operation` (a nack, a dead letter, an ack once the batcher is
-        done) the slot sends itself, then calls :meth:`settled`. ``None``: nothing for the
-        slot to do (it takes next)."""
+        """The handler of ``lease`` (taken from the tray), started at ``started``, ended with
+        ``outcome`` at ``now`` (the batches' clock); decided as :meth:`Run.plan
+        <harel_sa.worker.run.Run.plan>` decides, in one section under the lock for a returned
+        handler: its ack joins the next batch and the slot is free. When that makes the
+        gathered acks due and no other batch is on its way, the slot sends them itself (the
+        :class:`Batch` returned, with the claim for the free slots), so a batch of quick
+        handlers goes out without waking the batcher; else the slot's next lease, taken from
+        the tray in the same section (as :meth:`take` would). An :class:`Operation` (a nack,
+        a dead letter, an ack once the batcher is done) the slot sends itself, then calls
+        :meth:`settled`. ``None``: nothing for the slot to do (it takes next)."""
         run = self.run
         batch = None
         following: Lease[Any] | None = None
         wake = False
+        seconds = now - started
         with self._lock:
-            now = self.clock()
-            self._quick = seconds < QUICK
+            quick = self._quick = seconds < QUICK
             ring = False
             own = run.leave(lease)
             gathered = own is None and self.open and isinstance(outcome, Returned)
@@ -148,14 +150,17 @@ class Batches:
                 # The batcher times ``ack_wait`` from the first ack unless it wakes by then
                 # anyway (after a quick handler: or by ``STALL``, see above). A batch due is
                 # sent by this slot, or by the sender of the batch on its way, after it.
-                wait = max(self.options.ack_wait, STALL) if self._quick else self.options.ack_wait
-                ring = first and not due and self._asleep_until > now + wait
+                if first and not due:
+                    wait = self._quick_wait if quick else self.options.ack_wait
+                    ring = self._asleep_until > now + wait
                 if due and not self._sending:
                     batch = self._next_batch(now)
                 elif self._tray and not (run.stopping or run.done):
                     following, wake = self._pop(now)
-            ring = ring or self._unwatched(now, keep=int(following is None))
-        run.handler_took(seconds)
+            if not ring:
+                ring = self._unwatched(now, keep=int(following is None))
+        if run.timing:
+            run.handler_took(seconds)
         if wake:
             run.on_wake(1)
         if ring:

@@ -85,7 +85,7 @@ def claim(run: Run) -> Generator[Step, None, Lease[Any] | None]:
 
 def handle(run: Run, lease: Lease[Any]) -> Generator[Step, None, Operation | None]:
     """Run the handler on ``lease``: what to do with the message next (``None``: nothing)."""
-    step = Handle(lease, run.settled_by_handler)
+    step = Handle(lease)
     run.handling()
     started = time.monotonic()
     yield step
@@ -129,12 +129,12 @@ def batching_slot(run: Run, batches: Batches) -> Program:
         if lease is None:
             return
         if step is None:
-            step = Handle(lease, run.settled_by_handler)
+            step = Handle(lease)
         else:
             step.lease, step.outcome = lease, RETURNED
         started = batches.clock()
         yield step
-        after = batches.handled(lease, step.outcome, batches.clock() - started)
+        after = batches.handled(lease, step.outcome, started, batches.clock())
         if isinstance(after, Lease):  # taken from the tray with the ack: the next handler
             lease = after
             continue

@@ -93,7 +93,7 @@ class Run:
         # A method the observer leaves as :class:`Observer`'s does nothing: not called per
         # message (a batch's quick handlers would spend more on it than on themselves).
         self._counting = _overrides(observer, "count")
-        self._timing = _overrides(observer, "handler_duration")
+        self.timing = _overrides(observer, "handler_duration")  # handler_took does something
         self._lock = threading.RLock()  # RLock: a signal handler may stop mid-section
         self._budget = max_messages
         self._until_empty = until_empty
@@ -263,9 +263,9 @@ class Run:
     def claimed_many(self, leases: tuple[Lease[Any], ...], seconds: float) -> None:
         """A claim (or a batch) that took ``seconds`` returned ``leases``: each is held from
         now on; one claim latency for them all."""
+        held = {lease.token: lease for lease in leases}
         with self._lock:
-            for lease in leases:
-                self._held[lease.token] = lease
+            self._held.update(held)
         debug = log.isEnabledFor(logging.DEBUG)  # a batch's hot path: no fields built for nothing
         self._count("claimed", len(leases))
         self._observer.claim_latency(seconds)
@@ -315,7 +315,7 @@ class Run:
         return self._by_handler.pop(token, None)
 
     def handler_took(self, seconds: float) -> None:
-        if self._timing:
+        if self.timing:
             self._observer.handler_duration(seconds)
 
     def decide(
@@ -427,16 +427,14 @@ class Run:
 
     def acked_many(self, leases: tuple[Lease[Any], ...], took: tuple[bool, ...], what: str) -> None:
         """:meth:`acked` for each of ``leases`` and whether its ack took (one batch)."""
-        debug = log.isEnabledFor(logging.DEBUG)
-        succeeded = 0
-        for lease, ok in zip(leases, took, strict=True):
-            if not ok:
-                self._note_lost(lease, what)
-                continue
-            succeeded += 1
-            if debug:
-                log.debug("acked %s seq %d", lease.group_id, lease.seq, extra=_fields(lease))
-        self._count("succeeded", succeeded)
+        lost = [lease for lease, ok in zip(leases, took, strict=True) if not ok]
+        for lease in lost:
+            self._note_lost(lease, what)
+        self._count("succeeded", len(leases) - len(lost))
+        if log.isEnabledFor(logging.DEBUG):  # a batch's hot path: no fields built for nothing
+            for lease, ok in zip(leases, took, strict=True):
+                if ok:
+                    log.debug("acked %s seq %d", lease.group_id, lease.seq, extra=_fields(lease))
 
     def may_retry(self, op: Operation, error: HarelSAError) -> bool:
         """``op`` raised ``error``: try it again after ``poll_interval``? For a busy write lock

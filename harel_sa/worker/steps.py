@@ -12,7 +12,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from harel_sa import settlements
 from harel_sa.errors import HarelSAError
@@ -22,6 +22,8 @@ from harel_sa.worker.outcomes import RETURNED, Outcome, outcome_of
 
 if TYPE_CHECKING:
     from harel_sa.worker.queues import AsyncQueue, Queue
+
+R = TypeVar("R", covariant=True)
 
 
 class SyncDriver(Protocol):
@@ -52,6 +54,36 @@ class AsyncDriver(Protocol):
     async def abandon(self) -> None: ...
 
 
+class Performs(Protocol[R]):
+    """A transport call as a value (:mod:`~harel_sa.worker.operations`), answering ``R``."""
+
+    def on(self, t: Queue[Any]) -> R: ...
+    async def on_async(self, t: AsyncQueue[Any]) -> R: ...
+
+
+def perform(call: Performs[R], d: SyncDriver) -> R | HarelSAError:
+    """``call`` on the driver's transport: what it returned, or the harel_sa error it raised.
+    Unwatched: a settle the worker makes itself is no handler's (see :class:`Handle`)."""
+    token = settlements.watch(None)
+    try:
+        return call.on(d.transport)
+    except HarelSAError as error:
+        return error
+    finally:
+        settlements.unwatch(token)
+
+
+async def perform_async(call: Performs[R], d: AsyncDriver) -> R | HarelSAError:
+    """:func:`perform`, awaited."""
+    token = settlements.watch(None)
+    try:
+        return await call.on_async(d.transport)
+    except HarelSAError as error:
+        return error
+    finally:
+        settlements.unwatch(token)
+
+
 @dataclass(slots=True)
 class Call:
     """Perform ``op`` on the transport -> ``result``: what it returned, or the harel_sa error
@@ -61,16 +93,10 @@ class Call:
     result: Done | HarelSAError = field(default_factory=lambda: Done(False))
 
     def sync(self, d: SyncDriver) -> None:
-        try:
-            self.result = self.op.on(d.transport)
-        except HarelSAError as error:
-            self.result = error
+        self.result = perform(self.op, d)
 
     async def aio(self, d: AsyncDriver) -> None:
-        try:
-            self.result = await self.op.on_async(d.transport)
-        except HarelSAError as error:
-            self.result = error
+        self.result = await perform_async(self.op, d)
 
 
 @dataclass(slots=True)
@@ -82,16 +108,10 @@ class Send:
     result: Sent | HarelSAError = field(default_factory=lambda: Sent((), ()))
 
     def sync(self, d: SyncDriver) -> None:
-        try:
-            self.result = self.batch.on(d.transport)
-        except HarelSAError as error:
-            self.result = error
+        self.result = perform(self.batch, d)
 
     async def aio(self, d: AsyncDriver) -> None:
-        try:
-            self.result = await self.batch.on_async(d.transport)
-        except HarelSAError as error:
-            self.result = error
+        self.result = await perform_async(self.batch, d)
 
 
 #: Why a sync worker's handler that returned an awaitable fails its message.
@@ -103,15 +123,17 @@ NOT_AWAITED = (
 
 @dataclass(slots=True)
 class Handle:
-    """Run the handler on ``lease`` -> ``outcome``; the handler's own settles of its lease
-    are reported to ``watcher`` meanwhile."""
+    """Run the handler on ``lease`` -> ``outcome``.
+
+    The handler's own settles (its ``ack``, ``nack``, ``dead_letter``) are reported to the
+    run (:mod:`~harel_sa.settlements`): the driver has each slot's thread or task watch for
+    its whole life, not around each handler (setting a context variable costs more than a
+    quick handler), and the worker's own calls are made unwatched (:func:`perform`)."""
 
     lease: Lease[Any]
-    watcher: settlements.Watcher
     outcome: Outcome = RETURNED
 
     def sync(self, d: SyncDriver) -> None:
-        token = settlements.watch(self.watcher)
         try:
             returned: object = d.handler(self.lease)
             # None first: what most handlers return (isawaitable costs 0.6 µs, a quick handler)
@@ -121,11 +143,8 @@ class Handle:
                 raise TypeError(NOT_AWAITED)
         except BaseException as error:
             self.outcome = outcome_of(error)
-        finally:
-            settlements.unwatch(token)
 
     async def aio(self, d: AsyncDriver) -> None:
-        token = settlements.watch(self.watcher)
         try:
             returned: object = d.handler(self.lease)
             # A plain function ran to its end when it returned (on the loop): acked as such,
@@ -139,8 +158,6 @@ class Handle:
             self.outcome = outcome_of(error)  # the handler's own business: a failure
         except BaseException as error:
             self.outcome = outcome_of(error)
-        finally:
-            settlements.unwatch(token)
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Generic, Unpack
 
+from harel_sa import settlements
 from harel_sa.errors import InvalidArgumentError
 from harel_sa.events import E, Lease
 from harel_sa.worker import programs
@@ -201,6 +202,8 @@ class AsyncWorker(Generic[E]):
 
     # -- the driving -----------------------------------------------------------------------
     async def _drive_slot(self, run: Run, program: Program) -> None:
+        # The task's own copy of the context: its handlers' settles are reported from now on.
+        settlements.watch(run.settled_by_handler)
         try:
             await self._drive(program)
         except asyncio.CancelledError:

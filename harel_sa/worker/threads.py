@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Generic, Unpack
 
+from harel_sa import settlements
 from harel_sa.events import E, Lease
 from harel_sa.worker import programs
 from harel_sa.worker.heartbeat import Heartbeat
@@ -151,6 +152,8 @@ class Worker(Generic[E]):
     # -- the driving -----------------------------------------------------------------------
     def _start(self, run: Run, program: Program) -> threading.Thread:
         def slot() -> None:
+            # A new thread's context is empty: its handlers' settles are reported from now on.
+            settlements.watch(run.settled_by_handler)
             try:
                 self._drive(program)
             except BaseException as error:

@@ -92,8 +92,13 @@ def _dead_first(behaviour: Behaviour) -> None:
     ],
     ids=["ack", "dead_letter", "nack"],
 )
+@pytest.mark.parametrize("options", [{}, {"concurrency": 2, "batch": 2}], ids=["one", "batching"])
 def test_a_handler_that_settles_its_own_lease_is_counted_as_what_it_did(
-    start: Start, db: str, settle: Callable[[Any, Lease[Event]], object], counted: str
+    start: Start,
+    db: str,
+    settle: Callable[[Any, Lease[Event]], object],
+    counted: str,
+    options: dict[str, int],
 ) -> None:
     publish(db, "g")
     gate = threading.Event()  # no handler runs before holder is filled
@@ -102,7 +107,8 @@ def test_a_handler_that_settles_its_own_lease_is_counted_as_what_it_did(
     behaviour.does = lambda lease: (
         settle(holder[0].transport, lease) if len(behaviour.calls) == 1 else None
     )
-    holder.append(start(behaviour, run={"max_messages": 1 if counted != "retried" else 2}))
+    budget = 1 if counted != "retried" else 2
+    holder.append(start(behaviour, run={"max_messages": budget}, **options))
     gate.set()
     stats = holder[0].join()
     assert stats.lost == 0

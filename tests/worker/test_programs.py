@@ -185,7 +185,7 @@ def test_a_lease_the_handler_settled_itself_is_left_alone() -> None:
     program = p.slot(run)
     step = claimed(program, taken)
     assert isinstance(step, Handle)
-    step.watcher(taken, "dead_lettered", 0.0)  # what the transport reports meanwhile
+    run.settled_by_handler(taken, "dead_lettered", 0.0)  # what the transport reports meanwhile
     assert run.held() == []  # the heartbeat will not extend it, nor call it lost
     assert isinstance(call(next(program)).op, Claim)  # no ack: straight to the next claim
     assert (run.stats().dead_lettered, run.stats().lost) == (1, 0)
@@ -196,7 +196,7 @@ def test_another_lease_settled_by_the_handler_is_not_its_own() -> None:
     program = p.slot(run)
     step = claimed(program, taken)
     assert isinstance(step, Handle)
-    step.watcher(lease(9), "acked", 0.0)  # a lease the handler claimed itself
+    run.settled_by_handler(lease(9), "acked", 0.0)  # a lease the handler claimed itself
     assert call(next(program)).op == Ack(taken, OPTIONS, fused=True)
 
 

@@ -1,0 +1,76 @@
+"""The steps a driver performs, on a real SQLite queue: a slot's thread or task watches for its
+handlers' settles, and the worker's own calls (``Call``, ``Send``) are never reported as a
+handler's, whichever way the driver performs them."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+from harel_sa import AsyncSqliteTransport, Event, Lease, SqliteTransport, settlements
+from harel_sa.worker import WorkerOptions
+from harel_sa.worker.operations import Ack, Batch, Done, Nack, Sent
+from harel_sa.worker.steps import Call, Handle, Send
+
+OPTIONS = WorkerOptions(worker_id="w")
+VIS = 30.0
+
+
+def _claimed(q: SqliteTransport[Event], groups: str) -> list[Lease[Event]]:
+    for group in groups:
+        q.publish(group, Event(kind=group))
+    return q.claim_many("w", VIS, len(groups))
+
+
+def test_the_workers_own_calls_are_unwatched_and_a_handlers_settle_is_reported(db: str) -> None:
+    seen: list[tuple[str, str]] = []
+    with SqliteTransport(db) as q:
+        first, second, third, fourth = _claimed(q, "abcd")
+
+        def handler(lease: Lease[Event]) -> None:
+            q.ack(lease)  # the handler settles its lease itself
+
+        driver = SimpleNamespace(transport=q, handler=handler)
+        token = settlements.watch(lambda lease, how, delay: seen.append((lease.group_id, how)))
+        try:
+            ack, batch = Call(Ack(first, OPTIONS, fused=False)), Send(Batch((second,), OPTIONS, 0))
+            nack = Call(Nack(third, 0.0))
+            for step in (ack, batch, nack):
+                step.sync(driver)  # type: ignore[arg-type]
+            handle = Handle(fourth)
+            handle.sync(driver)  # type: ignore[arg-type]
+        finally:
+            settlements.unwatch(token)
+        results = (ack.result, batch.result, nack.result)
+        assert results == (Done(True), Sent((True,), ()), Done(True))
+        assert seen == [("d", "acked")]  # the handler's, and none of the worker's own
+        assert settlements._watcher.get() is None  # each call put the watcher back as it found it
+
+
+def test_the_async_steps_do_the_same(db: str) -> None:
+    with SqliteTransport(db) as q:
+        first, second, third, fourth = _claimed(q, "abcd")
+    seen: list[tuple[str, str]] = []
+
+    async def main() -> list[Any]:
+        q = await AsyncSqliteTransport.create(db)
+        try:
+
+            async def handler(lease: Lease[Event]) -> None:
+                await q.nack(lease, 0.0)
+
+            driver = SimpleNamespace(transport=q, handler=handler)
+            settlements.watch(lambda lease, how, delay: seen.append((lease.group_id, how)))
+            ack, batch = Call(Ack(first, OPTIONS, fused=False)), Send(Batch((second,), OPTIONS, 0))
+            dead = Call(Nack(third, 5.0))
+            for step in (ack, batch, dead):
+                await step.aio(driver)  # type: ignore[arg-type]
+            await Handle(fourth).aio(driver)  # type: ignore[arg-type]
+            return [ack.result, batch.result, dead.result]
+        finally:
+            await q.close()
+
+    # asyncio.run's own context: the watcher set in it ends with it
+    assert asyncio.run(main()) == [Done(True), Sent((True,), ()), Done(True)]
+    assert seen == [("d", "nacked")]
