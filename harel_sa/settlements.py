@@ -39,7 +39,7 @@ def report_acks(leases: Iterable[Lease[Any]], acked: Iterable[bool]) -> None:
 
 #: Report the settles made in this context (and in tasks started from it) to a watcher:
 #: ``token = watch(watcher)``, and ``unwatch(token)`` in a ``finally``. The context variable's
-#: own methods, not a context manager: a worker watches once per handler, and a context
-#: manager's three Python calls cost more than the handler of a quick message.
+#: own methods, not a context manager: a worker unwatches once per call of its own, and a
+#: context manager's three Python calls cost more than the handler of a quick message.
 watch: Callable[[Watcher | None], Token[Watcher | None]] = _watcher.set
 unwatch: Callable[[Token[Watcher | None]], None] = _watcher.reset
