@@ -17,6 +17,13 @@ OPTIONS = WorkerOptions(worker_id="w")
 VIS = 30.0
 
 
+class Seen(list[tuple[str, str]]):
+    """A watcher: the ``(group_id, how)`` of each settle reported to it."""
+
+    def __call__(self, lease: Lease[Any], how: str, delay: float) -> None:
+        self.append((lease.group_id, how))
+
+
 def _claimed(q: SqliteTransport[Event], groups: str) -> list[Lease[Event]]:
     for group in groups:
         q.publish(group, Event(kind=group))
@@ -24,7 +31,7 @@ def _claimed(q: SqliteTransport[Event], groups: str) -> list[Lease[Event]]:
 
 
 def test_the_workers_own_calls_are_unwatched_and_a_handlers_settle_is_reported(db: str) -> None:
-    seen: list[tuple[str, str]] = []
+    seen = Seen()
     with SqliteTransport(db) as q:
         first, second, third, fourth = _claimed(q, "abcd")
 
@@ -32,26 +39,25 @@ def test_the_workers_own_calls_are_unwatched_and_a_handlers_settle_is_reported(d
             q.ack(lease)  # the handler settles its lease itself
 
         driver = SimpleNamespace(transport=q, handler=handler)
-        token = settlements.watch(lambda lease, how, delay: seen.append((lease.group_id, how)))
+        token = settlements.watch(seen)
         try:
             ack, batch = Call(Ack(first, OPTIONS, fused=False)), Send(Batch((second,), OPTIONS, 0))
             nack = Call(Nack(third, 0.0))
             for step in (ack, batch, nack):
                 step.sync(driver)  # type: ignore[arg-type]
-            handle = Handle(fourth)
-            handle.sync(driver)  # type: ignore[arg-type]
+                assert settlements._watcher.get() is seen  # put back as the call found it
+            Handle(fourth).sync(driver)  # type: ignore[arg-type]
         finally:
             settlements.unwatch(token)
         results = (ack.result, batch.result, nack.result)
         assert results == (Done(True), Sent((True,), ()), Done(True))
         assert seen == [("d", "acked")]  # the handler's, and none of the worker's own
-        assert settlements._watcher.get() is None  # each call put the watcher back as it found it
 
 
 def test_the_async_steps_do_the_same(db: str) -> None:
     with SqliteTransport(db) as q:
         first, second, third, fourth = _claimed(q, "abcd")
-    seen: list[tuple[str, str]] = []
+    seen = Seen()
 
     async def main() -> list[Any]:
         q = await AsyncSqliteTransport.create(db)
@@ -61,13 +67,14 @@ def test_the_async_steps_do_the_same(db: str) -> None:
                 await q.nack(lease, 0.0)
 
             driver = SimpleNamespace(transport=q, handler=handler)
-            settlements.watch(lambda lease, how, delay: seen.append((lease.group_id, how)))
+            settlements.watch(seen)
             ack, batch = Call(Ack(first, OPTIONS, fused=False)), Send(Batch((second,), OPTIONS, 0))
-            dead = Call(Nack(third, 5.0))
-            for step in (ack, batch, dead):
+            park = Call(Nack(third, 5.0))
+            for step in (ack, batch, park):
                 await step.aio(driver)  # type: ignore[arg-type]
+                assert settlements._watcher.get() is seen
             await Handle(fourth).aio(driver)  # type: ignore[arg-type]
-            return [ack.result, batch.result, dead.result]
+            return [ack.result, batch.result, park.result]
         finally:
             await q.close()
 
