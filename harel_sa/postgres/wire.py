@@ -136,6 +136,14 @@ class Wire:
         self._poll = select.poll() if hasattr(select, "poll") else None
         if self._poll is not None:
             self._poll.register(self.fileno, select.POLLIN)
+        # A FATAL error that comes while no call runs is the server's last word before it
+        # closes the session (libpq hands it to the notice handlers): see ended().
+        self._ending = False
+        connection.add_notice_handler(self._noticed)
+
+    def _noticed(self, diagnostic: pg.Diagnostic) -> None:
+        if diagnostic.severity_nonlocalized in ("FATAL", "PANIC"):
+            self._ending = True
 
     def execute(self, sql: bytes, params: Sequence[Any]) -> Exchange[tuple[list[Any], int]]:
         """Run the prepared statement ``sql`` with ``params``: its rows (tuples, loaded by the
@@ -241,7 +249,10 @@ class Wire:
                 self.pgconn.consume_input()
             except psycopg.OperationalError:
                 return True
-            if self.pgconn.status == pq.ConnStatus.BAD:
+            # Parse what came: its last words may be there before its end of the stream is
+            # (the backend leaves pg_stat_activity, then closes the socket).
+            self.pgconn.is_busy()
+            if self._ending or self.pgconn.status == pq.ConnStatus.BAD:
                 return True
         return False
 

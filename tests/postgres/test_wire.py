@@ -23,6 +23,7 @@ from harel_sa.postgres.driver import ADAPTERS, arun, run
 from harel_sa.postgres.operations import One, Op, Program, Query, Result
 from harel_sa.postgres.statements import positional
 from harel_sa.postgres.wire import AsyncConnection, Connection, ServerSession, Unprepared, Wire
+from tests.postgres.relay import holding_the_close
 
 SLEEP = positional("SELECT pg_sleep(%(seconds)s)")
 INSERT = positional("INSERT INTO marks (n) VALUES (%(n)s)")
@@ -255,3 +256,23 @@ def test_a_cancelled_wait_on_the_loop_cancels_the_statement_too(pg_url: str) -> 
             assert (await arun(aconn, one(INSERT, n=2))).rowcount == 1
 
     asyncio.run(main())
+
+
+def test_a_session_the_server_said_its_last_words_to_is_ended_before_its_socket_closes(
+    pg_url: str,
+) -> None:
+    """The server ends an idle session (``idle_session_timeout``): it sends its FATAL error,
+    leaves ``pg_stat_activity``, then closes the socket. A call that looks between the two
+    finds the connection ended (before, only the end of the stream told it, so the call was
+    sent and failed with the lost connection)."""
+    with holding_the_close(pg_url) as relay:
+        with Connection.connect(relay.url, autocommit=True, context=ADAPTERS) as connection:
+            connection.execute("SET idle_session_timeout = '50ms'")
+            connection.wire = Wire(connection)
+            assert relay.server_closed.wait(30), "the server never ended the idle session"
+            assert connection.wire.ended()
+        with Connection.connect(relay.url, autocommit=True, context=ADAPTERS) as connection:
+            connection.wire = Wire(connection)
+            connection.execute("SELECT 1")  # a notice that is not a FATAL one ends nothing
+            connection.execute("DO $$ BEGIN RAISE WARNING 'not the end'; END $$")
+            assert not connection.wire.ended()
