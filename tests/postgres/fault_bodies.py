@@ -37,11 +37,14 @@ def _open(url: str, out: Any) -> PostgresTransport[Event]:
             time.sleep(0.05)
 
 
-def producer(url: str, log: str, groups: list[str], per_group: int) -> None:
+def producer(url: str, log: str, groups: list[str], per_group: int, faulted: Any) -> None:
+    """Publish a round (one message to each group) at a time: ``per_group`` rounds at least,
+    and on until ``faulted`` is set, so the faults land while messages flow."""
     out = _log(Path(log))
     try:
         q = _open(url, out)
-        for n in range(per_group):
+        n = 0
+        while n < per_group or not faulted.is_set():
             for g in groups:
                 try:
                     q.publish(g, Event(kind="job", data={"n": n}))
@@ -50,7 +53,8 @@ def producer(url: str, log: str, groups: list[str], per_group: int) -> None:
                     time.sleep(0.02)
                     continue
                 out.write(f"sent {g} {n}\n")
-            time.sleep(0.005)
+            n += 1
+            time.sleep(0.005 if n < per_group else 0.02)
         q.close()
     except BaseException:
         out.write("crash " + traceback.format_exc().replace("\n", " | ") + "\n")
