@@ -15,7 +15,7 @@ from typing import Any
 from harel_sa.calls import ClaimSpec, Clock, Row
 from harel_sa.events import Lease, tokens
 from harel_sa.sqlite.driver import immediate_transaction
-from harel_sa.sqlite.statements import ACKS_AT_ONCE, Statements
+from harel_sa.sqlite.statements import ROWS_AT_ONCE, Statements
 
 _MAX_ERROR = 2000
 
@@ -126,9 +126,9 @@ def _claim_many(
                 break
             leases.append(lease)
         else:  # each row leased; fewer than ``limit``: no other group is eligible
-            _hold(conn, statements, now, spec, leases)
+            _hold(conn, statements, now, spec, leases, rows)
             return leases
-        _hold(conn, statements, now, spec, leases)
+        _hold(conn, statements, now, spec, leases, rows)
     while len(leases) < limit and (one := _claim(conn, statements, now, spec)) is not None:
         leases.append(one)
     return leases
@@ -148,9 +148,9 @@ def _claim(
         if isinstance(lease, str):
             _set_aside(conn, statements, now, row, lease)
             continue
-        conn.execute(statements.mark_claimed, (now, lease.group_id))
+        conn.execute(statements.mark_claimed(1), (now, row[5]))
         expiry = now + spec.visibility
-        conn.execute(statements.lease, (lease.locked_by, expiry, lease.deliveries, lease.seq))
+        conn.execute(statements.lease(1), (lease.seq, lease.locked_by, expiry))
         return lease
 
 
@@ -194,17 +194,21 @@ def _hold(
     now: float,
     spec: ClaimSpec,
     leases: list[Lease[Any]],
+    rows: list[Any],
 ) -> None:
-    """Write ``leases`` (each a group's head, taken at ``now``): the groups marked claimed,
-    the messages leased."""
-    if not leases:
-        return
+    """Write ``leases`` (each a group's head, taken at ``now``; the first of ``rows``, the
+    claim's select's, read them): the groups marked claimed, the messages leased."""
     expiry = now + spec.visibility
-    conn.executemany(statements.mark_claimed, [(now, lease.group_id) for lease in leases])
-    conn.executemany(
-        statements.lease,
-        [(lease.locked_by, expiry, lease.deliveries, lease.seq) for lease in leases],
-    )
+    for start in range(0, len(leases), ROWS_AT_ONCE):
+        chunk = leases[start : start + ROWS_AT_ONCE]
+        n = len(chunk)
+        groups = [row[5] for row in rows[start : start + n]]  # their rowids
+        conn.execute(statements.mark_claimed(n), (now, *groups))
+        holders: list[Any] = []
+        for lease in chunk:
+            holders += (lease.seq, lease.locked_by)
+        holders.append(expiry)
+        conn.execute(statements.lease(n), holders)
 
 
 def move_to_dead_letters(
@@ -241,8 +245,8 @@ def _ack_many(
         return [_ack(conn, statements, lease) for lease in leases]
     wanted = [(lease.seq, lease.locked_by) for lease in leases]
     holding: dict[int, str] = {}  # seq -> locked_by, of the rows the leases hold
-    for start in range(0, len(wanted), ACKS_AT_ONCE):
-        fences = set(wanted[start : start + ACKS_AT_ONCE])
+    for start in range(0, len(wanted), ROWS_AT_ONCE):
+        fences = set(wanted[start : start + ROWS_AT_ONCE])
         seqs = {seq for seq, _ in fences}
         rows = conn.execute(statements.locks_of(len(seqs)), tuple(seqs)).fetchall()
         held = [row for row in rows if row in fences]
@@ -255,10 +259,10 @@ def _ack_many(
         if ok:
             del holding[seq]
         took.append(ok)
-    conn.executemany(
-        statements.drop_group_if_empty,
-        [(lease.group_id,) for lease, ok in zip(leases, took, strict=True) if ok],
-    )
+    emptied = [lease.group_id for lease, ok in zip(leases, took, strict=True) if ok]
+    for start in range(0, len(emptied), ROWS_AT_ONCE):
+        ids = emptied[start : start + ROWS_AT_ONCE]
+        conn.execute(statements.drop_groups_if_empty(len(ids)), ids)
     return took
 
 
@@ -266,7 +270,7 @@ def _ack(conn: sqlite3.Connection, statements: Statements, lease: Lease[Any]) ->
     done = conn.execute(statements.delete_leased, (lease.seq, lease.locked_by))
     if done.rowcount != 1:
         return False
-    conn.execute(statements.drop_group_if_empty, (lease.group_id,))
+    conn.execute(statements.drop_groups_if_empty(1), (lease.group_id,))
     return True
 
 

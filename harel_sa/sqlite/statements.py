@@ -22,6 +22,7 @@ driver binds another style (psycopg's ``%(name)s``) converts in its own room.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 from harel_sa.schema import MAX_PRIORITY, Names
@@ -36,8 +37,9 @@ PARKED = "__parked__"
 #: first 3% of a claim+ack at synchronous=NORMAL, four 5%); any depth would need an index on
 #: leased rows, a schema revision that every claim and ack would pay for in writes.
 LOOKAHEAD = 1
-#: The most leases one statement of a batch of acks names (two parameters each).
-ACKS_AT_ONCE = 64
+#: The most rows one statement of a batch names: the leases of a batch of acks, the groups and
+#: heads of a batch of claims (a larger batch sends one statement per this many).
+ROWS_AT_ONCE = 64
 
 
 # Reading rows another program may have written: any column may hold any type, and TEXT may
@@ -151,14 +153,13 @@ class Statements:
             "VALUES (:group_id, :priority, :routing_key)",
             *("group_id", "priority", "routing_key"),
         )
-        self.mark_claimed = positional(
-            f"UPDATE {g} SET last_claimed_at = :now WHERE group_id = :group_id", "now", "group_id"
+        # What a claim writes, one statement each for its ``n`` leases (a single claim's
+        # ``n`` is 1): the groups marked claimed, by the rowids its select read in the same
+        # transaction; the heads leased, each to its own holder, their deliveries counted.
+        self._mark_claimed = _by_size(
+            lambda n: f"UPDATE {g} SET last_claimed_at = ? WHERE {_among('rowid', n)}"
         )
-        self.lease = positional(
-            f"UPDATE {m} SET locked_by = :locked_by, lock_expiry = :expiry, "
-            "deliveries = :deliveries WHERE seq = :seq",
-            *("locked_by", "expiry", "deliveries", "seq"),
-        )
+        self._lease = _by_size(lambda n: _lease(m, n))
         # A lease its caller never received (an async claim cancelled inside the driver) goes
         # back as if never taken, its delivery uncounted.
         self.give_back = (
@@ -174,10 +175,6 @@ class Statements:
         )
         fence = "WHERE seq = :seq AND locked_by = :locked_by"  # the lease's: (seq, locked_by)
         self.delete_leased = positional(f"DELETE FROM {m} {fence}", "seq", "locked_by")
-        self.drop_group_if_empty = positional(
-            f"DELETE FROM {g} WHERE group_id = :group_id AND {no_messages(m, ':group_id')}",
-            "group_id",
-        )
         self.park = positional(
             f"UPDATE {m} SET locked_by = '{PARKED}', lock_expiry = :until {fence}",
             *("seq", "locked_by", "until"),
@@ -211,10 +208,19 @@ class Statements:
         self.holds_lease = f"SELECT 1 FROM {m} WHERE seq = :seq AND locked_by = :locked_by"
         self._claims: dict[tuple[int, int], str] = {}
         self._claims_up_to: dict[tuple[int, int], str] = {}
-        # A batch of acks: the rows of up to ACKS_AT_ONCE leases' messages, then the deletes
-        # of those the leases still hold, each one statement per size (built on first use).
-        self._locks_of = _by_size(f"SELECT seq, locked_by FROM {m} WHERE seq IN ({{}})")
-        self._delete_seqs = _by_size(f"DELETE FROM {m} WHERE seq IN ({{}})")
+        # A batch of acks: the rows of up to ROWS_AT_ONCE leases' messages, then the deletes
+        # of those the leases still hold, then their groups once empty (an ack's ``n`` is 1),
+        # each one statement per size (built on first use).
+        self._locks_of = _by_size(
+            lambda n: f"SELECT seq, locked_by FROM {m} WHERE {_among('seq', n)}"
+        )
+        self._delete_seqs = _by_size(lambda n: f"DELETE FROM {m} WHERE {_among('seq', n)}")
+        self._drop_groups_if_empty = _by_size(
+            lambda n: (
+                f"DELETE FROM {g} WHERE {_among('group_id', n)} "
+                f"AND {no_messages(m, f'{g}.group_id')}"
+            )
+        )
         self._admin(m, g, d)
 
     def _admin(self, m: str, g: str, d: str) -> None:
@@ -309,14 +315,29 @@ class Statements:
                 (min_priority, keys), _claim(self.names, min_priority, keys, many=False)
             )
 
+    def mark_claimed(self, n: int) -> str:
+        """Mark ``n`` (at most :data:`ROWS_AT_ONCE`) groups claimed at a claim's now, by their
+        rowids (as the claim's select read them): bind ``(now, rowid, ...)``."""
+        return self._mark_claimed[n]
+
+    def lease(self, n: int) -> str:
+        """Lease ``n`` (at most :data:`ROWS_AT_ONCE`) messages, each to its holder, until one
+        expiry, and count a delivery of each: bind ``(seq, locked_by, ..., expiry)``."""
+        return self._lease[n]
+
     def locks_of(self, n: int) -> str:
-        """The ``(seq, locked_by)`` of ``n`` (at most :data:`ACKS_AT_ONCE`) messages, by seq:
+        """The ``(seq, locked_by)`` of ``n`` (at most :data:`ROWS_AT_ONCE`) messages, by seq:
         bind the seqs."""
         return self._locks_of[n]
 
     def delete_seqs(self, n: int) -> str:
-        """Delete ``n`` (at most :data:`ACKS_AT_ONCE`) messages by seq: bind the seqs."""
+        """Delete ``n`` (at most :data:`ROWS_AT_ONCE`) messages by seq: bind the seqs."""
         return self._delete_seqs[n]
+
+    def drop_groups_if_empty(self, n: int) -> str:
+        """Delete those of ``n`` (at most :data:`ROWS_AT_ONCE`) groups that have no message
+        left: bind their ``group_id``\\ s."""
+        return self._drop_groups_if_empty[n]
 
     def claim_up_to(self, min_priority: int, keys: int) -> str:
         """:meth:`claim`'s select for the first ``limit`` groups, in the same order: bind
@@ -332,17 +353,35 @@ class Statements:
 
 
 class _by_size(dict[int, str]):
-    """``template`` with a list of ``n`` ``?``, for each ``n`` asked for (built once)."""
+    """The statement ``build(n)`` for each ``n`` (1 to :data:`ROWS_AT_ONCE`) asked for, built
+    once."""
 
-    def __init__(self, template: str) -> None:
+    def __init__(self, build: Callable[[int], str]) -> None:
         super().__init__()
-        self.template = template
+        self.build = build
 
     def __missing__(self, n: int) -> str:
-        if not 0 < n <= ACKS_AT_ONCE:
-            raise ValueError(f"a batch of acks has 1-{ACKS_AT_ONCE} leases, not {n}")
-        sql = self[n] = self.template.format(", ".join(["?"] * n))
+        if not 0 < n <= ROWS_AT_ONCE:
+            raise ValueError(f"a statement of a batch names 1-{ROWS_AT_ONCE} rows, not {n}")
+        sql = self[n] = self.build(n)
         return sql
+
+
+def _among(column: str, n: int) -> str:
+    """``column`` is one of ``n`` parameters (bound in order)."""
+    return f"{column} = ?" if n == 1 else f"{column} IN ({', '.join(['?'] * n)})"
+
+
+def _lease(messages: str, n: int) -> str:
+    # ``?1, ?3, ...`` the seqs, ``?2, ?4, ...`` their holders, ``?2n+1`` the expiry: one
+    # statement for the batch (an UPDATE per row costs twice as much, each its own VDBE run).
+    holders = " ".join(f"WHEN ?{2 * i + 1} THEN ?{2 * i + 2}" for i in range(n))
+    seqs = ", ".join(f"?{2 * i + 1}" for i in range(n))
+    held, among = ("?2", "seq = ?1") if n == 1 else (f"CASE seq {holders} END", f"seq IN ({seqs})")
+    return (
+        f"UPDATE {messages} SET locked_by = {held}, lock_expiry = ?{2 * n + 1}, "
+        f"deliveries = {count_of('deliveries')} + 1 WHERE {among}"
+    )
 
 
 def _claim(names: Names, min_priority: int, keys: int, *, many: bool) -> str:

@@ -231,7 +231,7 @@ def test_ack_many_tells_a_stale_lease_from_the_live_one_of_the_same_message_in_a
 
 
 def test_ack_many_of_more_leases_than_one_statement_names_acks_each(q: Any, db: str) -> None:
-    count = 150  # more than two chunks of the SQLite backend's ACKS_AT_ONCE (64)
+    count = 150  # more than two chunks of the SQLite backend's ROWS_AT_ONCE (64)
     q.publish_many([(f"g{i}", Event(kind=f"m{i}")) for i in range(count)])
     q.publish("g7", Event(kind="next"))
     leases = q.claim_many("w", VIS, count)
@@ -240,6 +240,22 @@ def test_ack_many_of_more_leases_than_one_statement_names_acks_each(q: Any, db: 
     assert acked == [True] * count + [False]  # the one given twice takes once
     assert read(db, f"SELECT group_id FROM {G}") == [("g7",)]  # only the group with a message
     assert [x.event.kind for x in q.claim_many("w", VIS, 3)] == ["next"]
+
+
+def test_claim_many_of_more_leases_than_one_statement_names_writes_each(
+    q: Any, db: str, clock: FakeClock
+) -> None:
+    count = 150  # more than two chunks of the SQLite backend's ROWS_AT_ONCE (64)
+    for kind in ("first", "second"):
+        q.publish_many([(f"g{i}", Event(kind=f"{kind}{i}")) for i in range(count)])
+    leases = q.claim_many("w", VIS, count)
+    assert [x.event.kind for x in leases] == [f"first{i}" for i in range(count)]
+    # each head held by its own lease, once delivered; each group marked claimed now
+    held = read(
+        db, f"SELECT seq, locked_by, lock_expiry, deliveries FROM {M} WHERE locked_by IS NOT NULL"
+    )
+    assert sorted(held) == sorted((x.seq, x.locked_by, clock() + VIS, 1) for x in leases)
+    assert read(db, f"SELECT DISTINCT last_claimed_at FROM {G}") == [(clock(),)]
 
 
 def test_ack_many_and_claim_many_settles_and_claims_in_one_call(
