@@ -66,9 +66,9 @@ class Queue:
     def select_only(self, min_priority: int = 0) -> object:
         if self.impl == BASE:
             return self.t.select_only(min_priority)
+        # The claim's select binds (now, key0, ...) by position; its floor is in its text.
         sql = self._st.claim(min_priority, 0)
-        params = {"now": time.time(), "min_priority": min_priority}
-        return self._raw.execute(sql, params).fetchone()
+        return self._raw.execute(sql, (time.time(),)).fetchone()
 
     def close(self) -> None:
         self.t.close()
