@@ -72,6 +72,14 @@ DROP_GROUP = (
     "DELETE FROM harel_transport_groups WHERE group_id = ? "
     "AND NOT EXISTS (SELECT 1 FROM harel_transport_messages WHERE group_id = ?)"
 )
+# The batched baseline's forms of TOUCH_GROUP, LEASE and DROP_GROUP: each one statement for a
+# batch's rows (+ a list of ``?``), as harel_sa's batches send theirs.
+TOUCH_GROUPS = "UPDATE harel_transport_groups SET last_claimed_at = ? WHERE group_id IN"
+LEASE_ALL = "UPDATE harel_transport_messages SET locked_by = ?, lock_expiry = ? WHERE seq IN"
+DROP_GROUPS = (
+    "DELETE FROM harel_transport_groups WHERE group_id IN ({}) AND NOT EXISTS (SELECT 1 FROM "
+    "harel_transport_messages WHERE group_id = harel_transport_groups.group_id)"
+)
 PARK = "UPDATE harel_transport_messages SET locked_by = ?, lock_expiry = ? WHERE seq = ?"
 FREE = "UPDATE harel_transport_messages SET locked_by = NULL, lock_expiry = NULL WHERE seq = ?"
 
@@ -167,21 +175,25 @@ class BaselineTransport:
     ) -> list[Lease]:
         """The batched baseline (issue 16): the design's statements, set-based as harel_sa's
         batches send them, all in one ``BEGIN IMMEDIATE`` transaction: the messages deleted by
-        ``seq`` in one statement, the design's group drop for each, then the design's claim
-        select with ``LIMIT limit`` (one walk: a row per group, so the claims of one batch are
-        on distinct groups) and its two updates for each row (``executemany``)."""
+        ``seq`` in one statement, their groups dropped once empty in one, then the design's
+        claim select with ``LIMIT limit`` (one walk: a row per group, so the claims of one
+        batch are on distinct groups), its groups touched in one statement and its messages
+        leased in one (the design's lease has no token: one ``locked_by`` for every row).
+        ``limit`` and the leases: at most 999 each, SQLite's oldest limit on parameters."""
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             if leases:
                 marks = ", ".join(["?"] * len(leases))
                 conn.execute(f"{DELETE_MESSAGES} ({marks})", [lease.seq for lease in leases])
-                conn.executemany(DROP_GROUP, [(x.group_id, x.group_id) for x in leases])
+                conn.execute(DROP_GROUPS.format(marks), [lease.group_id for lease in leases])
             now = self.clock()
             rows = conn.execute(CLAIM_UP_TO, (0, now, limit)).fetchall()
-            conn.executemany(TOUCH_GROUP, [(now, row[1]) for row in rows])
-            expiry = now + visibility
-            conn.executemany(LEASE, [(worker_id, expiry, row[0]) for row in rows])
+            if rows:
+                marks = ", ".join(["?"] * len(rows))
+                conn.execute(f"{TOUCH_GROUPS} ({marks})", [now, *(row[1] for row in rows)])
+                lease = [worker_id, now + visibility, *(row[0] for row in rows)]
+                conn.execute(f"{LEASE_ALL} ({marks})", lease)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

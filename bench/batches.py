@@ -4,7 +4,8 @@ N messages over G groups (filled with ``publish_many``, untimed), drained by one
 
 - **baseline**: the plain-sqlite3 baseline's ``claim`` + ``ack`` (two commits per message);
 - **baseline batched**: the batched baseline (``BaselineTransport.ack_many_and_claim_many``:
-  the design's statements for a batch of acks and up to B claims in one transaction);
+  the design's statements for a batch of acks and up to B claims in one transaction, one
+  statement for each kind of write, as harel_sa's batches send theirs);
 - **harel_sa**: ``claim`` + ``ack``, one message per call;
 - **harel_sa batched**: ``ack_many_and_claim_many`` of up to B, the sync transport;
 - **harel_sa async batched**: the same calls on ``AsyncSqliteTransport`` (one hop per batch).
@@ -298,7 +299,9 @@ def section(w: dict[str, Any]) -> list[str]:
         f"{w['n']:,} messages over {w['groups']:,} groups (filled with `publish_many`, untimed),"
         f" drained by one worker; batches of up to {w['batch']}. `baseline batched` is the"
         " design's statements for a batch of acks and claims in one transaction on plain"
-        " sqlite3. `harel_sa …` are the transports' calls in a loop; `Worker` is a"
+        " sqlite3, set-based as harel_sa's batches send theirs (one statement for each kind of"
+        " write of a batch, not one per row). `harel_sa …` are the transports' calls in a"
+        " loop; `Worker` is a"
         " `harel_sa.Worker` with its defaults (one slot, unbatched), `Worker batched` and"
         " `AsyncWorker batched` have"
         f" `concurrency={w['batch']}, batch={w['batch']}` and the default `ack_wait`; zero-work"
