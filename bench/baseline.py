@@ -179,7 +179,7 @@ class BaselineTransport:
         claim select with ``LIMIT limit`` (one walk: a row per group, so the claims of one
         batch are on distinct groups), its groups touched in one statement and its messages
         leased in one (the design's lease has no token: one ``locked_by`` for every row).
-        ``limit`` and the leases: at most 999 each, SQLite's oldest limit on parameters."""
+        ``limit`` and the leases: at most 997 each (SQLite's oldest limit: 999 parameters)."""
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:

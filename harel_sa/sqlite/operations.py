@@ -148,6 +148,7 @@ def _claim(
         if isinstance(lease, str):
             _set_aside(conn, statements, now, row, lease)
             continue
+        # _hold's statements for one row, without its loop (a single claim's hot path)
         conn.execute(statements.mark_claimed(1), (now, row[5]))
         expiry = now + spec.visibility
         conn.execute(statements.lease(1), (lease.seq, lease.locked_by, expiry))

@@ -374,7 +374,7 @@ def _among(column: str, n: int) -> str:
 
 def _lease(messages: str, n: int) -> str:
     # ``?1, ?3, ...`` the seqs, ``?2, ?4, ...`` their holders, ``?2n+1`` the expiry: one
-    # statement for the batch (an UPDATE per row costs twice as much, each its own VDBE run).
+    # statement for the batch (an UPDATE per row, each a run of its own, cost 1.4 times as much).
     holders = " ".join(f"WHEN ?{2 * i + 1} THEN ?{2 * i + 2}" for i in range(n))
     seqs = ", ".join(f"?{2 * i + 1}" for i in range(n))
     held, among = ("?2", "seq = ?1") if n == 1 else (f"CASE seq {holders} END", f"seq IN ({seqs})")
