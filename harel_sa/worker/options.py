@@ -79,8 +79,9 @@ class WorkerOptions:
     within ``ack_wait`` seconds (default :data:`DEFAULT_ACK_WAIT`) of each other into one
     ``ack_many`` fused with the next ``claim_many``: one commit for many messages. The cost: an
     ack waits up to ``ack_wait`` before it is sent (``0``: acks go as soon as the batcher sees
-    them; after handlers quicker than 50 µs, up to 2 ms when ``ack_wait`` is shorter), and a
-    handler's ack counts only once its batch committed. See :attr:`batching`.
+    them; after a handler quicker than 50 µs whose slot goes on to the next lease, until that
+    lease's handler returns, or 10 ms should it turn slow), and a handler's ack counts only
+    once its batch committed. See :attr:`batching`.
     """
 
     worker_id: str = field(default_factory=default_worker_id)

@@ -20,7 +20,6 @@ from typing import Any
 from harel_sa.events import Lease
 from harel_sa.worker.batches import Batches, Sleep, Waiting
 from harel_sa.worker.operations import Batch, Claim, Done, Nack, Operation, Sent
-from harel_sa.worker.outcomes import RETURNED
 from harel_sa.worker.run import Run
 from harel_sa.worker.steps import (
     Abandon,
@@ -29,6 +28,7 @@ from harel_sa.worker.steps import (
     Handle,
     Program,
     Send,
+    Serve,
     Step,
     Take,
     Wait,
@@ -116,11 +116,10 @@ def batching_slot(run: Run, batches: Batches) -> Program:
     """A slot of a batching run: take the next lease from the batcher's tray (waiting for a
     wake-up while it is empty), handle it, hand an ack back (a nack or a dead letter it sends
     itself); when its ack makes the gathered acks due, send them itself, fused with the claim
-    for the free slots; again, until the batcher ends or a stop. One :class:`Handle` step
-    serves each lease in turn, and a lease's handler, its outcome and its ack take one
-    section under the run's lock (:meth:`Batches.handled`): quick handlers cost little more
-    than the call."""
-    step: Handle | None = None
+    for the free slots; again, until the batcher ends or a stop. One :class:`Serve` step
+    handles lease after lease while the tray hands on the next with the ack (a lease's
+    handler, its outcome and its ack take one section under the run's lock:
+    :meth:`Batches.handled`), so quick handlers cost little more than the call."""
     lease = batches.take()
     while True:
         while isinstance(lease, Waiting):
@@ -128,16 +127,9 @@ def batching_slot(run: Run, batches: Batches) -> Program:
             lease = batches.take(woken=True)
         if lease is None:
             return
-        if step is None:
-            step = Handle(lease)
-        else:
-            step.lease, step.outcome = lease, RETURNED
-        started = batches.clock()
-        yield step
-        after = batches.handled(lease, step.outcome, started, batches.clock())
-        if isinstance(after, Lease):  # taken from the tray with the ack: the next handler
-            lease = after
-            continue
+        serve = Serve(lease, batches, batches.clock())
+        yield serve
+        after = serve.after
         if isinstance(after, Batch):
             yield from send(run, batches, after, by_slot=True)
             while (batch := batches.ready()) is not None:

@@ -1,4 +1,4 @@
-"""What a worker's programs ask their driver to do: eight kinds of step, each typed.
+"""What a worker's programs ask their driver to do: nine kinds of step, each typed.
 
 A program (:mod:`~harel_sa.worker.programs`) yields a step; the driver performs it, with
 ``step.sync(driver)`` (threads) or ``await step.aio(driver)`` (tasks), and the step keeps its
@@ -21,9 +21,14 @@ from harel_sa.worker.operations import Batch, Claim, Done, Operation, Sent
 from harel_sa.worker.outcomes import RETURNED, Outcome, outcome_of
 
 if TYPE_CHECKING:
+    from harel_sa.worker.batches import Batches
     from harel_sa.worker.queues import AsyncQueue, Queue
 
 R = TypeVar("R", covariant=True)
+
+# What a call or a batch step holds until performed (frozen: one for every step).
+NOT_DONE = Done(False)
+NOT_SENT = Sent((), ())
 
 
 class SyncDriver(Protocol):
@@ -90,7 +95,7 @@ class Call:
     it raised (a busy lock, a closed transport ...)."""
 
     op: Claim | Operation
-    result: Done | HarelSAError = field(default_factory=lambda: Done(False))
+    result: Done | HarelSAError = NOT_DONE
 
     def sync(self, d: SyncDriver) -> None:
         self.result = perform(self.op, d)
@@ -105,7 +110,7 @@ class Send:
     error it raised."""
 
     batch: Batch
-    result: Sent | HarelSAError = field(default_factory=lambda: Sent((), ()))
+    result: Sent | HarelSAError = NOT_SENT
 
     def sync(self, d: SyncDriver) -> None:
         self.result = perform(self.batch, d)
@@ -121,6 +126,38 @@ NOT_AWAITED = (
 )
 
 
+def outcome_of_call(handler: Callable[[Lease[Any]], object], lease: Lease[Any]) -> Outcome:
+    """What ``handler(lease)`` ended with, on a thread."""
+    try:
+        returned = handler(lease)
+        # None first: what most handlers return (isawaitable costs 0.6 µs, a quick handler)
+        if returned is not None and inspect.isawaitable(returned):  # its work never ran
+            if inspect.iscoroutine(returned):
+                returned.close()
+            raise TypeError(NOT_AWAITED)
+    except BaseException as error:
+        return outcome_of(error)
+    return RETURNED
+
+
+async def outcome_of_await(handler: Callable[[Lease[Any]], object], lease: Lease[Any]) -> Outcome:
+    """What ``handler(lease)`` ended with, on the loop; the worker's own cancel goes through."""
+    try:
+        returned = handler(lease)
+        # A plain function ran to its end when it returned (on the loop): acked as such,
+        # not failed after its work was done, to be done again at every redelivery.
+        if inspect.isawaitable(returned):
+            await returned
+    except asyncio.CancelledError as error:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # the worker cancels: let it
+            raise
+        return outcome_of(error)  # the handler's own business: a failure
+    except BaseException as error:
+        return outcome_of(error)
+    return RETURNED
+
+
 @dataclass(slots=True)
 class Handle:
     """Run the handler on ``lease`` -> ``outcome``.
@@ -134,30 +171,47 @@ class Handle:
     outcome: Outcome = RETURNED
 
     def sync(self, d: SyncDriver) -> None:
-        try:
-            returned: object = d.handler(self.lease)
-            # None first: what most handlers return (isawaitable costs 0.6 µs, a quick handler)
-            if returned is not None and inspect.isawaitable(returned):  # its work never ran
-                if inspect.iscoroutine(returned):
-                    returned.close()
-                raise TypeError(NOT_AWAITED)
-        except BaseException as error:
-            self.outcome = outcome_of(error)
+        self.outcome = outcome_of_call(d.handler, self.lease)
 
     async def aio(self, d: AsyncDriver) -> None:
-        try:
-            returned: object = d.handler(self.lease)
-            # A plain function ran to its end when it returned (on the loop): acked as such,
-            # not failed after its work was done, to be done again at every redelivery.
-            if inspect.isawaitable(returned):
-                await returned
-        except asyncio.CancelledError as error:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():  # the worker cancels: let it
-                raise
-            self.outcome = outcome_of(error)  # the handler's own business: a failure
-        except BaseException as error:
-            self.outcome = outcome_of(error)
+        self.outcome = await outcome_of_await(d.handler, self.lease)
+
+
+@dataclass(slots=True)
+class Serve:
+    """A batching slot's handlers: run the handler on ``lease`` (started at ``started``, the
+    batches' clock), hand its outcome to :meth:`Batches.handled
+    <harel_sa.worker.batches.Batches.handled>`, and while that hands on the tray's next lease,
+    run the handler on it too -> ``after``: what it handed back instead (a batch to send, an
+    operation, or ``None``). Each lease is :meth:`ended` in turn, so a run of quick handlers
+    costs one step, not one a message. Settles are reported as :class:`Handle`'s are."""
+
+    lease: Lease[Any]
+    batches: Batches
+    started: float
+    after: Batch | Operation | None = None
+
+    def ended(self, outcome: Outcome) -> bool:
+        """The handler of ``lease`` ended with ``outcome``: ``True`` once the batches hand
+        back no next lease (``after`` holds what they did); else ``lease`` is the next one."""
+        batches = self.batches
+        now = batches.clock()
+        after = batches.handled(self.lease, outcome, self.started, now)
+        if isinstance(after, Lease):
+            self.lease, self.started = after, now
+            return False
+        self.after = after
+        return True
+
+    def sync(self, d: SyncDriver) -> None:
+        handler = d.handler
+        while not self.ended(outcome_of_call(handler, self.lease)):
+            pass
+
+    async def aio(self, d: AsyncDriver) -> None:
+        handler = d.handler
+        while not self.ended(await outcome_of_await(handler, self.lease)):
+            pass
 
 
 @dataclass(slots=True)
@@ -234,5 +288,5 @@ class Abandon:
         await d.abandon()
 
 
-Step = Call | Send | Handle | Wait | Bell | Take | WaitSlots | Abandon
+Step = Call | Send | Handle | Serve | Wait | Bell | Take | WaitSlots | Abandon
 Program = Generator[Step, None, None]

@@ -13,9 +13,9 @@ from harel_sa.worker import WorkerOptions
 from harel_sa.worker import batches as b
 from harel_sa.worker import programs as p
 from harel_sa.worker.operations import Ack, Batch, Nack, Sent
-from harel_sa.worker.outcomes import Raised
+from harel_sa.worker.outcomes import RETURNED, Raised
 from harel_sa.worker.run import Run
-from harel_sa.worker.steps import Bell, Call, Handle, Program, Send, Step, Take, Wait
+from harel_sa.worker.steps import Bell, Call, Program, Send, Serve, Step, Take, Wait
 from tests.conftest import FakeClock
 
 OPTIONS = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=60.0, visibility=120.0)
@@ -63,7 +63,7 @@ class Team:
         while self.wakes and (waiting := [k for k, s in self.at.items() if isinstance(s, Take)]):
             self.wakes -= 1
             self.step(waiting[0])
-        return {s.lease.seq: k for k, s in self.at.items() if isinstance(s, Handle)}
+        return {s.lease.seq: k for k, s in self.at.items() if isinstance(s, Serve)}
 
     def batch(self) -> Send:
         """The batcher's next step: it must be a batch."""
@@ -80,11 +80,12 @@ class Team:
         return self.step(slot) if slot else next(self.batcher, None)
 
     def finish(self, k: int, outcome: Any = None) -> Step | None:
-        """Slot ``k``'s handler ends (returned, unless ``outcome``): its next step."""
+        """Slot ``k``'s handler ends (returned, unless ``outcome``): its next step (the same
+        :class:`Serve`, on the next lease, when the tray handed one on with the ack)."""
         step = self.at[k]
-        assert isinstance(step, Handle), step
-        if outcome is not None:
-            step.outcome = outcome
+        assert isinstance(step, Serve), step
+        if not step.ended(RETURNED if outcome is None else outcome):
+            return step
         return self.step(k)
 
 
@@ -114,7 +115,7 @@ def test_a_slot_with_quick_handlers_takes_lease_after_lease_without_waiting() ->
     team.step(1)
     for seq in (2, 3):  # slot 1's handler returns: the tray's next lease is its next step
         step = team.finish(1)
-        assert isinstance(step, Handle) and step.lease.seq == seq
+        assert isinstance(step, Serve) and step.lease.seq == seq
     send = sending(team.finish(1))  # its ack completes the batch: it sends it itself
     assert send.batch == Batch((lease(1), lease(2), lease(3)), OPTIONS, 3)
     # Two wake-ups: one when the leases came (slot 1), one more when slot 1 took the first
@@ -149,7 +150,7 @@ def test_after_a_quick_handler_the_sender_takes_its_batch_alone() -> None:
     watch = next(team.batcher)
     assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
     for seq in (4, 5, 6):
-        assert isinstance(step, Handle) and step.lease.seq == seq
+        assert isinstance(step, Serve) and step.lease.seq == seq
         step = team.finish(1)
     assert isinstance(step, Send) and step.batch.leases == (lease(4), lease(5), lease(6))
     assert team.wakes == 0 and team.rang == 1  # no thread was woken for the whole batch
@@ -161,7 +162,7 @@ def test_after_a_quick_handler_the_sender_takes_its_batch_alone() -> None:
 def test_a_lease_left_in_the_tray_by_a_handler_turned_slow_gets_a_slot_after_stall() -> None:
     team = Team()
     step, _ = second_batch_on_slot_1(team)
-    assert isinstance(step, Handle) and step.lease.seq == 4  # this handler hangs
+    assert isinstance(step, Serve) and step.lease.seq == 4  # this handler hangs
     watch = next(team.batcher)
     assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
     team.clock.advance(b.STALL / 2)
@@ -178,7 +179,7 @@ def test_a_lease_left_in_the_tray_by_a_handler_turned_slow_gets_a_slot_after_sta
 def test_after_a_slow_handler_each_lease_left_wakes_a_slot_in_turn() -> None:
     team = Team()
     step, woken = second_batch_on_slot_1(team, b.QUICK)  # as long as a wake-up costs: slow
-    assert isinstance(step, Handle) and step.lease.seq == 4
+    assert isinstance(step, Serve) and step.lease.seq == 4
     assert woken == 1  # a wake-up for the leases left; the slot woken wakes the next
     assert team.drive() == {4: 1, 5: 2, 6: 3}
 
@@ -206,14 +207,65 @@ def test_after_quick_handlers_the_first_ack_leaves_the_watching_batcher_asleep()
     watch = next(team.batcher)
     assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
     team.rang = 0
-    assert isinstance(step, Handle) and step.lease.seq == 4
+    assert isinstance(step, Serve) and step.lease.seq == 4
     step = team.finish(1)  # the first ack of this batch; lease 5's handler hangs
-    assert isinstance(step, Handle) and step.lease.seq == 5
+    assert isinstance(step, Serve) and step.lease.seq == 5
     assert team.rang == 0  # the batcher wakes within STALL anyway: no ring for each batch
     team.clock.advance(b.STALL)
     due = next(team.batcher)  # it wakes: lease 4's ack waited past ack_wait, sent now
     assert isinstance(due, Send) and due.batch.leases == (lease(4),)
     assert team.wakes == 1  # and lease 6, left in the tray STALL, gets a slot
+
+
+def quick_team_with_slots_3_and_4_busy(monkeypatch: pytest.MonkeyPatch) -> tuple[Team, Send]:
+    """Every handler quick, ``ack_wait`` under ``STALL``: slots 1 and 2 handle leases 1 and 2
+    while slots 3 and 4 keep leases 3 and 4; slot 2 sends their acks and the claim for two."""
+    monkeypatch.setattr(b, "QUICK", 1.0)
+    options = WorkerOptions(worker_id="w", concurrency=4, batch=4, ack_wait=b.STALL / 4)
+    team = Team(options)
+    team.answer(team.batch(), (), lease(1), lease(2), lease(3), lease(4))
+    assert team.drive() == {1: 1, 2: 2, 3: 3, 4: 4}
+    team.finish(1)
+    team.clock.advance(options.ack_wait)
+    send = sending(team.finish(2))  # lease 1's ack waited ack_wait: slot 2 sends
+    assert send.batch == Batch((lease(1), lease(2)), options, 2)
+    return team, send
+
+
+def test_after_quick_handlers_the_acks_of_a_drained_tray_ring_the_batcher_by_ack_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A slot whose quick handler leaves the tray empty does not look at the acks again: they
+    wait ``ack_wait``, not until the watching batcher's next look (up to ``STALL``)."""
+    team, send = quick_team_with_slots_3_and_4_busy(monkeypatch)
+    step = team.answer(send, (True, True), lease(5), lease(6), slot=2)
+    assert isinstance(step, Serve) and step.lease.seq == 5  # the sender goes on with the tray
+    watch = next(team.batcher)  # lease 6 waits in the tray: the batcher watches
+    assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
+    team.rang = 0
+    step = team.finish(2)  # the first ack: the slot looks at it again after lease 6
+    assert isinstance(step, Serve) and step.lease.seq == 6 and team.rang == 0
+    assert isinstance(team.finish(2), Take)  # the tray is empty; leases 3 and 4 are out
+    assert team.rang == 1  # the batcher would sleep past ack_wait: rung to time it
+    wait = next(team.batcher)
+    assert isinstance(wait, Bell) and wait.seconds == pytest.approx(team.run.options.ack_wait)
+    team.clock.advance(team.run.options.ack_wait)
+    assert sending(next(team.batcher)).batch.leases == (lease(5), lease(6))
+
+
+def test_an_ack_while_a_batch_is_on_its_way_leaves_the_batcher_to_its_sender(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The batcher sends nothing while a batch is on its way: an ack gathered meanwhile does
+    not ring it; the batch's sender does when the batch has landed."""
+    team, send = quick_team_with_slots_3_and_4_busy(monkeypatch)
+    watch = next(team.batcher)  # slot 2's batch may bring leases: the batcher watches
+    assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
+    team.rang = 0
+    assert isinstance(team.finish(3), Take)  # lease 3's ack, not due (lease 4 is out)
+    assert team.rang == 0  # though the batcher sleeps past its ack_wait
+    team.answer(send, (True, True), slot=2)  # it brought nothing
+    assert team.rang == 1  # its sender rings for the ack gathered meanwhile
 
 
 def test_acks_are_gathered_into_one_batch_counted_only_once_it_committed() -> None:
@@ -248,7 +300,7 @@ def test_while_a_batch_is_on_its_way_no_other_is_sent_its_sender_sends_what_came
     assert isinstance(next(team.batcher), Bell)  # and the batcher does not send it either
     second = sending(team.answer(first, (True,), lease(4), slot=1))
     assert second.batch == Batch((lease(2),), options, 1)  # the sender sends what came
-    assert isinstance(team.answer(second, (True,), lease(5), slot=1), Handle)
+    assert isinstance(team.answer(second, (True,), lease(5), slot=1), Serve)
     assert team.run.stats().succeeded == 2
 
 
@@ -278,7 +330,7 @@ def test_a_stop_releases_the_leases_in_the_tray_that_no_slot_had_started() -> No
     held = lease(1), lease(2), lease(3)
     team.answer(team.batch(), (), *held)
     started = team.step(1)  # slot 1 starts its handler; the others have not run yet
-    assert isinstance(started, Handle)
+    assert isinstance(started, Serve)
     team.run.request_stop()
     team.drive()  # every waiting slot is woken, and ends without handling
     assert team.at[2] is None and team.at[3] is None
@@ -424,7 +476,7 @@ def test_a_deep_group_goes_lease_after_lease_on_one_slot_without_waking_the_batc
         send = sending(team.finish(k))  # the slot sends its ack fused with the next claim
         assert send.batch.limit == 1  # during the idle poll: no more leases than it acks
         step = team.answer(send, (True,), lease(seq), slot=k)  # short again: one lease
-        assert isinstance(step, Handle) and step.lease.seq == seq  # the same slot handles it
+        assert isinstance(step, Serve) and step.lease.seq == seq  # the same slot handles it
     assert team.rang == 0  # the batcher is not woken for the slot's batches
     assert team.given == 1  # nor another slot: the sender takes its one lease itself
     assert team.run.stats().succeeded == 3
@@ -455,14 +507,14 @@ def test_a_slot_reuses_its_handle_step_and_each_lease_starts_as_returned() -> No
     team.answer(team.batch(), (), lease(1), lease(2), lease(3))
     team.wakes = 0
     first = team.step(1)
-    assert isinstance(first, Handle)
+    assert isinstance(first, Serve)
     retry = team.finish(1, Raised(ValueError("boom")))  # the first handler fails: a nack
     assert isinstance(retry, Call) and isinstance(retry.op, Nack)
     retry.result = p.Done(True)
     second = team.step(1)
-    assert isinstance(second, Handle) and second.lease.seq == 2
+    assert isinstance(second, Serve) and second.lease.seq == 2
     # The next handler returns: its ack is gathered, not taken for the earlier failure.
-    assert isinstance(team.finish(1), Handle)
+    assert isinstance(team.finish(1), Serve)
     stats = team.run.stats()
     assert (stats.failed, stats.succeeded) == (1, 0)
     assert team.run.batches._acks == [lease(2)]  # type: ignore[union-attr]
