@@ -40,13 +40,12 @@ TAKE = Take()  # no state: one for every wait of every slot
 
 
 def team(run: Run) -> list[Program]:
-    """The programs a run's driver performs beside the supervisor, each on a thread or task
-    of its own: ``concurrency`` slots; with batching, the batcher and ``concurrency``
-    batching slots."""
-    n = run.options.concurrency
+    """The programs a run's driver starts beside the supervisor, each on a thread or task of
+    its own: ``concurrency`` slots; with batching, the batcher, and a :func:`batching_slot`
+    each time the run starts one (``Run.on_start``, up to ``concurrency``)."""
     if run.batches is None:
-        return [slot(run) for _ in range(n)]
-    return [batcher(run, run.batches), *(batching_slot(run, run.batches) for _ in range(n))]
+        return [slot(run) for _ in range(run.options.concurrency)]
+    return [batcher(run, run.batches)]
 
 
 def slot(run: Run) -> Program:
@@ -113,14 +112,15 @@ def settle(run: Run, op: Operation) -> Generator[Step, None, Lease[Any] | None]:
 
 
 def batching_slot(run: Run, batches: Batches) -> Program:
-    """A slot of a batching run: take the next lease from the batcher's tray (waiting for a
-    wake-up while it is empty), handle it, hand an ack back (a nack or a dead letter it sends
-    itself); when its ack makes the gathered acks due, send them itself, fused with the claim
-    for the free slots; again, until the batcher ends or a stop. One :class:`Serve` step
+    """A slot of a batching run, started at its first wake-up: take the next lease from the
+    batcher's tray (waiting for a wake-up while it is empty), handle it, hand an ack back (a
+    nack or a dead letter it sends itself); when its ack makes the gathered acks due, send
+    them itself, fused with the claim for the free slots; again, until the batcher ends or a
+    stop. One :class:`Serve` step
     handles lease after lease while the tray hands on the next with the ack (a lease's
     handler, its outcome and its ack take one section under the run's lock:
     :meth:`Batches.handled`), so quick handlers cost little more than the call."""
-    lease = batches.take()
+    lease = batches.take(woken=True)
     while True:
         while isinstance(lease, Waiting):
             yield TAKE  # woken when leases are put in the tray, the batcher ends, or a stop
@@ -138,6 +138,12 @@ def batching_slot(run: Run, batches: Batches) -> Program:
             yield from settle(run, after)
             batches.settled()
         lease = batches.take()
+
+
+def started_slot(run: Run) -> Program:
+    """The program of a slot a batching run starts (``Run.on_start``)."""
+    assert run.batches is not None, "only a batching run starts slots"
+    return batching_slot(run, run.batches)
 
 
 def batcher(run: Run, batches: Batches) -> Program:

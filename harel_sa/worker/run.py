@@ -110,9 +110,11 @@ class Run:
         self._deadline: float | None = None
         self._settle_by: float | None = None
         self.on_stop: Callable[[], None] = _nothing  # the driver's wake-up
-        # Batching only (batches.py): the driver rings the batcher's bell, wakes waiting slots.
+        # Batching only (batches.py): the driver rings the batcher's bell, wakes waiting slots,
+        # starts slots (``programs.batching_slot``) at their first wake-up.
         self.on_ring: Callable[[], None] = _nothing
         self.on_wake: Callable[[int], None] = _ignore
+        self.on_start: Callable[[int], None] = _ignore
         self.batches = Batches(self, self._lock) if options.batching else None
 
     @property

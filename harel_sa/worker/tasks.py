@@ -75,6 +75,7 @@ class AsyncWorker(Generic[E]):
         self._bell, self._woken = Bell(), asyncio.Semaphore(0)
         self._loop_thread = threading.get_ident()
         run.on_ring, run.on_wake = self._ring, self._wake_slots
+        run.on_start = lambda slots: self._on_loop(lambda: self._start_slots(run, slots))
         self._run = run
         twin = self._twin()
         beat = self._heartbeat(run, loop, twin)
@@ -84,7 +85,7 @@ class AsyncWorker(Generic[E]):
                 self._slots = [
                     asyncio.create_task(self._drive_slot(run, program))
                     for program in programs.team(run)
-                ]
+                ]  # the tasks start once this one waits: the batcher starts slots after
                 beat.start()
                 await self._drive(programs.supervise(run))
         finally:
@@ -187,6 +188,11 @@ class AsyncWorker(Generic[E]):
         if loop is not None:
             with suppress(RuntimeError):  # the loop is closed: the run is over
                 loop.call_soon_threadsafe(call)
+
+    def _start_slots(self, run: Run, slots: int) -> None:
+        for _ in range(slots):
+            program = programs.started_slot(run)
+            self._slots.append(asyncio.create_task(self._drive_slot(run, program)))
 
     async def wait_slots(self, seconds: float) -> int:
         alive = [t for t in self._slots if not t.done()]

@@ -82,12 +82,16 @@ class Worker(Generic[E]):
         run.on_stop = self._wake.set
         self._bell, self._woken = threading.Event(), queue.SimpleQueue()
         run.on_ring, run.on_wake = self._bell.set, self._wake_slots
+        run.on_start = lambda slots: self._start_slots(run, slots)
         self._run = run
         beat = Heartbeat(run, lambda lease: self.transport.extend(lease, self.options.visibility))
         run.started(self.transport.database, self.transport.prefix, "threads")
         try:
             with _signals(self.handle_signals, run):
-                self._slots = [self._start(run, program) for program in programs.team(run)]
+                # Filled in place: the batcher may start slots before the others are.
+                self._slots = []
+                for program in programs.team(run):
+                    self._slots.append(self._start(run, program))
                 beat.start()
                 self._drive(programs.supervise(run))
         finally:
@@ -139,6 +143,10 @@ class Worker(Generic[E]):
     def _wake_slots(self, slots: int) -> None:
         for _ in range(slots):
             self._woken.put(None)
+
+    def _start_slots(self, run: Run, slots: int) -> None:
+        for _ in range(slots):
+            self._slots.append(self._start(run, programs.started_slot(run)))
 
     def wait_slots(self, seconds: float) -> int:
         alive = [t for t in self._slots if t.is_alive()]

@@ -21,7 +21,7 @@ from tests.conftest import FakeClock
 OPTIONS = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=60.0, visibility=120.0)
 
 
-LEASES = {n: Lease(n, f"g{n}", Event(kind="job"), "w", f"t{n}", 1) for n in range(1, 8)}
+LEASES = {n: Lease(n, f"g{n}", Event(kind="job"), "w", f"t{n}", 1) for n in range(1, 10)}
 
 
 def lease(seq: int) -> Lease[Event]:
@@ -30,40 +30,68 @@ def lease(seq: int) -> Lease[Event]:
 
 class Team:
     """A batching run's batcher and slots, each stepped by hand; the wake-ups the run gives
-    are counted, and handed to waiting slots only by :meth:`drive`, as a driver would."""
+    (to waiting slots, or starting one) are counted, and handed out only by :meth:`drive`
+    or :meth:`step`, as a driver would. Slots are numbered in the order they start."""
 
     def __init__(self, options: WorkerOptions = OPTIONS, **run: Any) -> None:
         self.run = Run(options, run.get("max_messages"), run.get("until_empty", False))
         assert self.run.batches is not None
         self.batches = self.run.batches
         self.clock = self.batches.clock = FakeClock()  # a handler takes no time unless told
-        [self.batcher, *self.slots] = p.team(self.run)
+        [self.batcher] = p.team(self.run)  # the slots start at their first wake-up
+        self.slots: list[Program] = []
         self.rang = 0  # the batcher's bell
-        self.wakes = 0  # wake-ups given to waiting slots, not yet handed to one
-        self.given = 0  # wake-ups given in all
+        self.tokens = 0  # wake-ups given to waiting slots, not yet handed to one
+        self.starts = 0  # slots to start, not started yet
+        self.given = 0  # wake-ups given in all (starts included)
         self.run.on_ring = self._ring
         self.run.on_wake = self._wake
-        self.at: dict[int, Step | None] = {k: next(s) for k, s in enumerate(self.slots, 1)}
+        self.run.on_start = self._start
+        self.at: dict[int, Step | None] = {}
+
+    @property
+    def wakes(self) -> int:
+        """Wake-ups given and not handed out yet (starts included)."""
+        return self.tokens + self.starts
+
+    @wakes.setter
+    def wakes(self, none: int) -> None:
+        assert none == 0, "only dropped: the slots they were for do not run yet"
+        self.tokens = self.starts = 0
 
     def _ring(self) -> None:
         self.rang += 1
 
     def _wake(self, slots: int) -> None:
-        self.wakes += slots
+        self.tokens += slots
+        self.given += slots
+
+    def _start(self, slots: int) -> None:
+        self.starts += slots
         self.given += slots
 
     def step(self, k: int) -> Step | None:
-        """Slot ``k`` goes on (its step was performed): its next step."""
+        """Slot ``k`` goes on (its step was performed), or starts (the next to): its next
+        step."""
+        if k == len(self.slots) + 1:
+            assert self.starts, "no slot was started"
+            self.starts -= 1
+            self.slots.append(p.started_slot(self.run))
         self.at[k] = next(self.slots[k - 1], None)
         return self.at[k]
 
     def drive(self) -> dict[int, int]:
-        """Hand each wake-up to a slot waiting on ``Take`` (the lowest first); ``{seq: slot}``
-        of the slots now handling."""
-        while self.wakes and (waiting := [k for k, s in self.at.items() if isinstance(s, Take)]):
-            self.wakes -= 1
-            self.step(waiting[0])
-        return {s.lease.seq: k for k, s in self.at.items() if isinstance(s, Serve)}
+        """Hand each wake-up to a slot waiting on ``Take`` (the lowest first), start a slot
+        for each start; ``{seq: slot}`` of the slots now handling."""
+        while True:
+            waiting = [k for k, s in self.at.items() if isinstance(s, Take)]
+            if self.tokens and waiting:
+                self.tokens -= 1
+                self.step(waiting[0])
+            elif self.starts:
+                self.step(len(self.slots) + 1)
+            else:
+                return {s.lease.seq: k for k, s in self.at.items() if isinstance(s, Serve)}
 
     def batch(self) -> Send:
         """The batcher's next step: it must be a batch."""
@@ -111,8 +139,7 @@ def test_one_claim_many_fills_every_free_slot_and_each_gets_one_lease() -> None:
 def test_a_slot_with_quick_handlers_takes_lease_after_lease_without_waiting() -> None:
     team = Team()
     team.answer(team.batch(), (), lease(1), lease(2), lease(3))
-    team.wakes = 0  # the other slots do not run before slot 1 is done (one thread's turn)
-    team.step(1)
+    team.step(1)  # started for the leases; the slot it wakes does not run before it is done
     for seq in (2, 3):  # slot 1's handler returns: the tray's next lease is its next step
         step = team.finish(1)
         assert isinstance(step, Serve) and step.lease.seq == seq
@@ -124,13 +151,30 @@ def test_a_slot_with_quick_handlers_takes_lease_after_lease_without_waiting() ->
     assert team.given == 2
 
 
+def test_slots_start_at_their_first_wake_up_so_quick_handlers_start_few() -> None:
+    options = WorkerOptions(worker_id="w", concurrency=6, batch=6)
+    team = Team(options)
+    assert team.slots == [] and team.wakes == 0  # nothing to do yet: no slot started
+    team.answer(team.batch(), (), *(lease(n) for n in range(1, 7)))
+    assert team.starts == 1  # one slot started for the leases
+    team.step(1)  # it takes lease 1 and, no handler having returned, starts another
+    assert team.starts == 1
+    for seq in range(2, 7):  # slot 1's handlers are quick: it takes the others itself
+        step = team.finish(1)
+        assert isinstance(step, Serve) and step.lease.seq == seq
+    send = sending(team.finish(1))
+    assert team.drive() == {}  # the slot started meanwhile finds the tray empty and waits
+    step = team.answer(send, (True,) * 6, lease(7), lease(8), lease(9), slot=1)
+    assert isinstance(step, Serve) and step.lease.seq == 7
+    assert team.wakes == 0 and len(team.slots) == 2  # of 6: the sender goes on alone
+
+
 def second_batch_on_slot_1(team: Team, seconds: float = 0.0) -> tuple[Step | None, int]:
     """Slot 1 handles leases 1 to 3, each in ``seconds``, sends their acks and gets 4 to 6
     back: its next step, and the wake-ups that came with them. The slot woken meanwhile found
     the tray empty and waits again."""
     team.answer(team.batch(), (), lease(1), lease(2), lease(3))
-    team.wakes = 0
-    team.step(1)  # the slot woken for the leases: it wakes another, as none has returned yet
+    team.step(1)  # the slot started for the leases: it wakes another, none having returned
     for _ in range(2):
         team.clock.advance(seconds)
         team.finish(1)
@@ -174,6 +218,18 @@ def test_a_lease_left_in_the_tray_by_a_handler_turned_slow_gets_a_slot_after_sta
     assert team.wakes == 2  # one slot for each lease left: 5 and 6
     assert team.drive() == {4: 1, 5: 2, 6: 3}
     assert team.wakes == 0  # and no chain after that: every lease had its slot
+
+
+def test_after_a_stop_no_slot_starts_even_for_leases_left_in_the_tray() -> None:
+    team = Team()
+    step, _ = second_batch_on_slot_1(team)
+    assert isinstance(step, Serve) and step.lease.seq == 4  # this handler hangs
+    assert len(team.slots) == 2  # the third slot of three never started
+    team.run.request_stop()  # the waiting slot is woken (and ends)
+    assert team.wakes == 1
+    team.clock.advance(b.STALL)
+    next(team.batcher)  # leases 5 and 6 waited STALL, but a stop starts nothing
+    assert team.wakes == 1 and team.drive() == {4: 1} and len(team.slots) == 2
 
 
 def test_after_a_slow_handler_each_lease_left_wakes_a_slot_in_turn() -> None:
@@ -332,8 +388,8 @@ def test_a_stop_releases_the_leases_in_the_tray_that_no_slot_had_started() -> No
     started = team.step(1)  # slot 1 starts its handler; the others have not run yet
     assert isinstance(started, Serve)
     team.run.request_stop()
-    team.drive()  # every waiting slot is woken, and ends without handling
-    assert team.at[2] is None and team.at[3] is None
+    team.drive()  # the slot started for the leases left ends without handling them
+    assert team.at[2] is None and len(team.slots) == 2  # and the stop starts no other
     send = sending(team.finish(1))  # the ack of the one handled, without a claim: stopping
     assert send.batch == Batch((started.lease,), OPTIONS, 0)
     assert team.answer(send, (True,), slot=1) is None  # slot 1 ends too
@@ -505,7 +561,6 @@ def test_the_batcher_in_its_idle_poll_is_not_woken_by_every_short_batch_of_a_slo
 def test_a_slot_reuses_its_handle_step_and_each_lease_starts_as_returned() -> None:
     team = Team()
     team.answer(team.batch(), (), lease(1), lease(2), lease(3))
-    team.wakes = 0
     first = team.step(1)
     assert isinstance(first, Serve)
     retry = team.finish(1, Raised(ValueError("boom")))  # the first handler fails: a nack
