@@ -106,22 +106,25 @@ class Batches:
         ``woken``); ``None``: the slot ends (stopping, or the batcher is done). Leases in the
         tray when a stop comes are never started: they stay held, and are released with what
         else is held at the end."""
-        wake = False
         with self._lock:
             if woken:
                 self._pending -= 1
-            if self.run.stopping or self.run.done:
-                return None  # what is in the tray stays held (the batcher drops it)
-            if self._tray:
-                lease, wake = self._pop(self.clock())
-            elif not self.open:
-                return None
-            else:
-                self._waiting += 1
-                return WAITING
+            lease, wake = self._take(self.clock())
         if wake:
             self._give(1)
         return lease
+
+    def _take(self, now: float) -> tuple[Lease[Any] | Waiting | None, bool]:
+        """Under the lock: :meth:`take`'s answer at ``now``, and whether to wake another
+        slot."""
+        if self.run.stopping or self.run.done:
+            return None, False  # what is in the tray stays held (the batcher drops it)
+        if self._tray:
+            return self._pop(now)
+        if not self.open:
+            return None, False
+        self._waiting += 1
+        return WAITING, False
 
     def handled(
         self, lease: Lease[Any], outcome: Outcome, started: float, now: float
@@ -187,16 +190,6 @@ class Batches:
             return op
         return batch or following
 
-    def ready(self) -> Batch | None:
-        """The gathered acks when they are due and no other batch is being sent: the sender
-        of a batch looks again after it (acks gathered meanwhile may be due). ``None``:
-        nothing is due, or another batch is on its way (its sender looks again after it)."""
-        with self._lock:
-            now = self.clock()
-            if self._sending or not self._acks or not self._due(now):
-                return None
-            return self._next_batch(now)
-
     def settled(self) -> None:
         """A slot settled its lease itself (a nack, a dead letter, an ack once the batcher
         is done): the slot is free; the batcher may claim for it."""
@@ -261,18 +254,22 @@ class Batches:
         with self._lock:
             self._short_until = 0.0
 
-    def sent(self, batch: Batch, sent: Sent, seconds: float, by_slot: bool = False) -> None:
+    def sent(
+        self, batch: Batch, sent: Sent, seconds: float, by_slot: bool = False
+    ) -> Batch | Lease[Any] | Waiting | None:
         """``batch`` committed with ``sent`` after ``seconds``: count its acks, put its leases
-        in the tray (a stop meanwhile leaves them held, to be released). ``by_slot``: a slot
-        sent it, and takes from the tray next (no other slot is woken for the first lease)."""
+        in the tray (a stop meanwhile leaves them held, to be released). What its sender does
+        next, decided in the same section: send the gathered acks if they are due meanwhile
+        (the :class:`Batch`); else, for a slot (``by_slot``, which no other slot is woken to
+        relieve of the first lease), what :meth:`take` would return; ``None`` for the
+        batcher."""
         run = self.run
-        run.acked_many(batch.leases, sent.acked, batch.name)
-        if batch.limit:
-            run.unreserve(batch.limit - len(sent.leases))
-            if sent.leases:
-                run.claimed_many(sent.leases, seconds)
-        wake = False
-        with self._lock:
+        unclaimed = batch.limit - len(sent.leases) if batch.limit else 0
+        run.landed(batch.leases, sent.acked, batch.name, sent.leases, unclaimed, seconds)
+        wake = 0
+        following: Batch | Lease[Any] | Waiting | None = None
+        self._lock.acquire()
+        try:
             self._sending, self._coming = False, 0
             short = batch.limit and len(sent.leases) < batch.limit
             now = self.clock()
@@ -289,20 +286,28 @@ class Batches:
                 # After a quick handler the sender goes on with the tray alone (the batcher
                 # watches for a stall); else the leases left wake a slot.
                 wake = not (by_slot and self._quick) and self._wake_one(keep=int(by_slot))
-            # The batcher's turn: acks gathered meanwhile (their ``ack_wait``), the end, or
-            # the idle poll after a short claim, unless it sleeps no longer than that already
-            # (a deep group's every batch is short: no wake-up of the batcher for each).
+            following = self._ready(now)
+            if following is None and by_slot:
+                following, woken = self._take(now)
+                wake += woken
+            # The batcher's turn: acks gathered meanwhile that no batch is taking (their
+            # ``ack_wait``), the end, or the idle poll after a short claim, unless it sleeps
+            # no longer than that already (a deep group's every batch is short: no wake-up of
+            # the batcher for each).
             ring = (
-                bool(self._acks)
+                bool(self._acks and not self._sending)
                 or not self.claiming
                 or run.stopping
                 or (short and self._short_until < self._asleep_until)
-                or self._unwatched(now, keep=int(by_slot))
+                or self._unwatched(now, keep=int(by_slot and isinstance(following, Batch)))
             )
+        finally:
+            self._lock.release()
         if wake:
-            self._give(1)
+            self._give(wake)
         if ring:
             run.on_ring()
+        return following
 
     def failed(self, batch: Batch, error: HarelSAError) -> bool:
         """``batch`` raised ``error``: send it again after ``poll_interval``? For a busy write
@@ -331,8 +336,7 @@ class Batches:
 
     def dropped(self, batch: Batch) -> None:
         """``batch`` will not be sent: its acks are lost, its claim given back."""
-        self.run.acked_many(batch.leases, (False,) * len(batch.leases), batch.name)
-        self.run.unreserve(batch.limit)
+        self.run.landed(batch.leases, (False,) * len(batch.leases), batch.name, (), batch.limit)
         self._done_sending()
 
     def _done_sending(self) -> None:
@@ -358,6 +362,13 @@ class Batches:
             or (self._first_at is not None and now >= self._first_at + self.options.ack_wait)
             or self.run.stopping
         )
+
+    def _ready(self, now: float) -> Batch | None:
+        """Under the lock: the gathered acks, when they are due and no other batch is on its
+        way (its sender looks again after it: acks gathered meanwhile may be due)."""
+        if self._sending or not self._acks or not self._due(now):
+            return None
+        return self._next_batch(now)
 
     def _next_batch(self, now: float) -> Batch:
         """The gathered acks (up to ``batch``) and the claim for the free slots, now being

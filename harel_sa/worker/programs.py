@@ -131,10 +131,9 @@ def batching_slot(run: Run, batches: Batches) -> Program:
         yield serve
         after = serve.after
         if isinstance(after, Batch):
-            yield from send(run, batches, after, by_slot=True)
-            while (batch := batches.ready()) is not None:
-                yield from send(run, batches, batch, by_slot=True)
-        elif after is not None:
+            lease = yield from send(run, batches, after, by_slot=True)
+            continue
+        if after is not None:
             yield from settle(run, after)
             batches.settled()
         lease = batches.take()
@@ -165,23 +164,28 @@ def batcher(run: Run, batches: Batches) -> Program:
 
 def send(
     run: Run, batches: Batches, batch: Batch, by_slot: bool = False
-) -> Generator[Step, None, None]:
-    """Send ``batch`` until it lands, or is given up."""
+) -> Generator[Step, None, Lease[Any] | Waiting | None]:
+    """Send ``batch`` until it lands, or is given up; then each batch that came due
+    meanwhile. What a slot (``by_slot``) takes next, as :meth:`Batches.take` returns it
+    (``None`` for the batcher)."""
     while True:
         step = Send(batch)
         started = time.monotonic()
         yield step
         result = step.result
         if isinstance(result, Sent):
-            batches.sent(batch, result, time.monotonic() - started, by_slot)
-            return
-        if not batches.failed(batch, result):
-            return
-        yield Wait(run.options.poll_interval, wake_on_stop=not batch.leases)
-        retry = batches.again(batch)
-        if retry is None:
-            return
-        batch = retry
+            following = batches.sent(batch, result, time.monotonic() - started, by_slot)
+            if isinstance(following, Batch):
+                batch = following
+                continue
+            return following
+        if batches.failed(batch, result):
+            yield Wait(run.options.poll_interval, wake_on_stop=not batch.leases)
+            retry = batches.again(batch)
+            if retry is not None:
+                batch = retry
+                continue
+        return batches.take() if by_slot else None
 
 
 def supervise(run: Run) -> Program:

@@ -265,20 +265,7 @@ class Run:
     def claimed_many(self, leases: tuple[Lease[Any], ...], seconds: float) -> None:
         """A claim (or a batch) that took ``seconds`` returned ``leases``: each is held from
         now on; one claim latency for them all."""
-        held = {lease.token: lease for lease in leases}
-        with self._lock:
-            self._held.update(held)
-        debug = log.isEnabledFor(logging.DEBUG)  # a batch's hot path: no fields built for nothing
-        self._count("claimed", len(leases))
-        self._observer.claim_latency(seconds)
-        for lease in leases if debug else ():
-            log.debug(
-                "claimed %s seq %d (delivery %d)",
-                lease.group_id,
-                lease.seq,
-                lease.deliveries,
-                extra=_fields(lease),
-            )
+        self.landed((), (), "", leases, 0, seconds)
 
     # -- the handler -----------------------------------------------------------------------
     def handling(self) -> None:
@@ -429,14 +416,55 @@ class Run:
 
     def acked_many(self, leases: tuple[Lease[Any], ...], took: tuple[bool, ...], what: str) -> None:
         """:meth:`acked` for each of ``leases`` and whether its ack took (one batch)."""
-        lost = [lease for lease, ok in zip(leases, took, strict=True) if not ok]
+        self.landed(leases, took, what)
+
+    def landed(
+        self,
+        acks: tuple[Lease[Any], ...],
+        took: tuple[bool, ...],
+        what: str,
+        claimed: tuple[Lease[Any], ...] = (),
+        unclaimed: int = 0,
+        seconds: float = 0.0,
+    ) -> None:
+        """A call (``what``) that took ``seconds`` committed: each ack of ``acks`` is durable
+        or found its lease lost (``took``), and only now are their handlers counted as
+        succeeded; the ``claimed`` leases are held from now on (one claim latency for them
+        all); ``unclaimed`` of the claims it reserved found nothing and are given back. A
+        batch's whole account in one section under the lock."""
+        if all(took) and len(took) == len(acks):
+            lost: list[Lease[Any]] = []
+        else:
+            lost = [lease for lease, ok in zip(acks, took, strict=True) if not ok]
+        succeeded = len(acks) - len(lost)
+        held = {lease.token: lease for lease in claimed}
+        with self._lock:
+            if self._budget is not None:
+                self._budget += unclaimed
+            self._held.update(held)
+            self._counts["succeeded"] += succeeded
+            self._counts["claimed"] += len(claimed)
         for lease in lost:
             self._note_lost(lease, what)
-        self._count("succeeded", len(leases) - len(lost))
+        if self._counting:
+            for _ in range(succeeded):
+                self._observer.count("succeeded")
+            for _ in claimed:
+                self._observer.count("claimed")
+        if claimed:
+            self._observer.claim_latency(seconds)
         if log.isEnabledFor(logging.DEBUG):  # a batch's hot path: no fields built for nothing
-            for lease, ok in zip(leases, took, strict=True):
+            for lease, ok in zip(acks, took, strict=True):
                 if ok:
                     log.debug("acked %s seq %d", lease.group_id, lease.seq, extra=_fields(lease))
+            for lease in claimed:
+                log.debug(
+                    "claimed %s seq %d (delivery %d)",
+                    lease.group_id,
+                    lease.seq,
+                    lease.deliveries,
+                    extra=_fields(lease),
+                )
 
     def may_retry(self, op: Operation, error: HarelSAError) -> bool:
         """``op`` raised ``error``: try it again after ``poll_interval``? For a busy write lock
