@@ -116,10 +116,9 @@ def batching_slot(run: Run, batches: Batches) -> Program:
     batcher's tray (waiting for a wake-up while it is empty), handle it, hand an ack back (a
     nack or a dead letter it sends itself); when its ack makes the gathered acks due, send
     them itself, fused with the claim for the free slots; again, until the batcher ends or a
-    stop. One :class:`Serve` step
-    handles lease after lease while the tray hands on the next with the ack (a lease's
-    handler, its outcome and its ack take one section under the run's lock:
-    :meth:`Batches.handled`), so quick handlers cost little more than the call."""
+    stop. One :class:`Serve` step handles lease after lease while the tray hands on the next
+    with the ack (a lease's handler, its outcome and its ack take one section under the run's
+    lock: :meth:`Batches.handled`), so quick handlers cost little more than the call."""
     lease = batches.take(woken=True)
     while True:
         while isinstance(lease, Waiting):
