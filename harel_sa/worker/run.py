@@ -446,11 +446,8 @@ class Run:
             self._counts["claimed"] += len(claimed)
         for lease in lost:
             self._note_lost(lease, what)
-        if self._counting:
-            for _ in range(succeeded):
-                self._observer.count("succeeded")
-            for _ in claimed:
-                self._observer.count("claimed")
+        self._tell("succeeded", succeeded)
+        self._tell("claimed", len(claimed))
         if claimed:
             self._observer.claim_latency(seconds)
         if log.isEnabledFor(logging.DEBUG):  # a batch's hot path: no fields built for nothing
@@ -539,6 +536,10 @@ class Run:
         """``n`` more of ``what`` (each told to the observer)."""
         with self._lock:
             self._counts[what] += n
+        self._tell(what, n)
+
+    def _tell(self, what: str, n: int) -> None:
+        """Tell the observer of ``n`` more of ``what``, one call each, if it listens."""
         for _ in range(n if self._counting else 0):
             self._observer.count(what)
 

@@ -82,10 +82,11 @@ class AsyncWorker(Generic[E]):
         run.started(self.transport.database, self.transport.prefix, "asyncio tasks")
         try:
             with _loop_signals(self.handle_signals, loop, run):
+                # No task runs before this one awaits: the batcher starts slots after.
                 self._slots = [
                     asyncio.create_task(self._drive_slot(run, program))
                     for program in programs.team(run)
-                ]  # the tasks start once this one waits: the batcher starts slots after
+                ]
                 beat.start()
                 await self._drive(programs.supervise(run))
         finally:

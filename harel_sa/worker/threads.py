@@ -88,7 +88,7 @@ class Worker(Generic[E]):
         run.started(self.transport.database, self.transport.prefix, "threads")
         try:
             with _signals(self.handle_signals, run):
-                # Filled in place: the batcher may start slots before the others are.
+                # Filled in place: the batcher's thread may start slots before the list is whole.
                 self._slots = []
                 for program in programs.team(run):
                     self._slots.append(self._start(run, program))
