@@ -54,11 +54,6 @@ class Team:
         """Wake-ups given and not handed out yet (starts included)."""
         return self.tokens + self.starts
 
-    @wakes.setter
-    def wakes(self, none: int) -> None:
-        assert none == 0, "only dropped: the slots they were for do not run yet"
-        self.tokens = self.starts = 0
-
     def _ring(self) -> None:
         self.rang += 1
 
