@@ -30,6 +30,7 @@ from sqlalchemy import (
 )
 
 from harel_sa.postgres.connect import CLIENT_ENCODING, is_postgresql, set_up
+from harel_sa.postgres.startup import wait_for_turn
 from harel_sa.schema import DEFAULT_PREFIX, Names, metadata, migration_lock, on_dialect
 from harel_sa.sqlite.connection import sqlite_url
 from harel_sa.state import read
@@ -236,14 +237,40 @@ def _run_online(conn: Connection, names: Names, options: dict[str, Any]) -> None
                 f"({host.describe()}): run `alembic upgrade heads` / `alembic downgrade "
                 "harel_sa@-1` in your project; harel_sa's own history would start a second record"
             )
-    context.configure(connection=conn, **options, **comparison(conn.dialect.name))
-    with context.begin_transaction():
-        if conn.dialect.name == "postgresql":
-            # Concurrent upgrades of one prefix (processes starting together) take turns; the
-            # lock goes with the transaction. The next one then reads the revision this one
-            # recorded (READ COMMITTED: each statement sees what committed before it).
-            conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (migration_lock(names),))
-        context.run_migrations()
+    postgresql = conn.dialect.name == "postgresql"
+    # SQLite: the whole run is one transaction (all or nothing; each revision is short).
+    # PostgreSQL: a transaction per revision, since its steps run outside one (CONCURRENTLY).
+    context.configure(
+        connection=conn,
+        transaction_per_migration=postgresql,
+        **options,
+        **comparison(conn.dialect.name),
+    )
+    if not postgresql:
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    # Concurrent upgrades of one prefix (processes starting together) take turns, for the
+    # whole run: a session lock, since the revisions commit along the way. The next one then
+    # reads the revisions this one recorded.
+    lock = migration_lock(names)
+
+    def try_lock() -> bool:
+        taken = bool(conn.exec_driver_sql("SELECT pg_try_advisory_lock(%s)", (lock,)).scalar())
+        conn.commit()
+        return taken
+
+    if raw is not None:
+        raw.commit()  # the reading above: no transaction of ours is open while we wait
+    wait_for_turn(try_lock)
+    try:
+        with context.begin_transaction():
+            context.run_migrations()
+    finally:
+        if conn.in_transaction():
+            conn.rollback()  # a run that failed: what it had not committed goes
+        conn.exec_driver_sql("SELECT pg_advisory_unlock(%s)", (lock,))
+        conn.commit()
 
 
 def comparison(dialect: str) -> dict[str, Any]:

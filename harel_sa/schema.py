@@ -45,6 +45,9 @@ DEFAULT_PREFIX = "harel"
 #: Message sequence numbers: SQLite's ``INTEGER PRIMARY KEY AUTOINCREMENT`` (a 64-bit rowid);
 #: on PostgreSQL a ``BIGINT`` identity (``INTEGER`` there is 32 bits).
 SEQ = BigInteger().with_variant(Integer(), "sqlite")
+#: Counters and priorities: 64 bits on both (SQLite's INTEGER is), so a row other programs
+#: wrote cannot push one past its type.
+COUNT = BigInteger().with_variant(Integer(), "sqlite")
 #: Epoch seconds: SQLite's REAL is 8 bytes; PostgreSQL's REAL is 4, so DOUBLE PRECISION there.
 TIME: TypeEngine[float] = REAL().with_variant(DOUBLE_PRECISION(), "postgresql")
 #: ``info`` of the objects only PostgreSQL has (see :func:`on_dialect`).
@@ -160,7 +163,7 @@ def _schema(prefix: str) -> Schema:
         Column("event", Text, nullable=False),
         Column("locked_by", Text),
         Column("lock_expiry", TIME),
-        Column("deliveries", Integer, nullable=False, server_default=text("0")),
+        Column("deliveries", COUNT, nullable=False, server_default=text("0")),
         Column("enqueued_at", TIME),  # when harel_sa's publish committed it; NULL from others
         sqlite_autoincrement=True,
     )
@@ -169,7 +172,7 @@ def _schema(prefix: str) -> Schema:
         md,
         Column("group_id", Text, primary_key=True, nullable=True),
         Column("last_claimed_at", TIME, nullable=False, server_default=text("0.0")),
-        Column("priority", Integer, nullable=False, server_default=text("0")),
+        Column("priority", COUNT, nullable=False, server_default=text("0")),
         Column("routing_key", Text),
         Column("arrival", BigInteger, Identity(), nullable=False, info=POSTGRESQL_ONLY),
     )
@@ -181,8 +184,8 @@ def _schema(prefix: str) -> Schema:
         Column("event", Text, nullable=False),
         Column("error", Text, nullable=False),
         Column("dead_at", TIME, nullable=False),
-        Column("deliveries", Integer, nullable=False),
-        Column("priority", Integer, nullable=False, server_default=text("0")),
+        Column("deliveries", COUNT, nullable=False),
+        Column("priority", COUNT, nullable=False, server_default=text("0")),
         Column("routing_key", Text),
     )
     # The round-robin order, ties in arrival order: SQLite's index entries end with the rowid;

@@ -233,8 +233,10 @@ class PostgresCatalog:
         return {str(name): bool(shaped) for name, shaped in rows}
 
     def indexes(self) -> set[str]:
+        # An index a broken CONCURRENTLY build left invalid is never used: it is missing.
         rows = self.conn.execute(
-            f"SELECT c.relname FROM pg_class c WHERE c.relkind = 'i' AND {self._IN_SCHEMA}"
+            "SELECT c.relname FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+            f"WHERE i.indisvalid AND {self._IN_SCHEMA}"
         ).fetchall()
         return {str(name) for (name,) in rows}
 

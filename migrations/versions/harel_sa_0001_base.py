@@ -16,10 +16,14 @@ from harel_sa, so it does the same in every release; tests/migrations/golden/ ho
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
+from typing import Any
 
 from alembic import context, op
 from alembic.util import CommandError
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 revision: str = "harel_sa_0001"
 down_revision: str | Sequence[str] | None = None
@@ -89,6 +93,102 @@ def _refuse_to_destroy(prefix: str, table: str, where: str, what: str) -> None:
         )
 
 
+#: PostgreSQL, online (:func:`_online`): the longest one statement waits for a lock (the
+#: workers' calls queued behind it then go on), the longest it runs, and how long the revision
+#: keeps trying before it gives up.
+LOCK_TIMEOUT = "1s"
+STATEMENT_TIMEOUT = "15min"
+GIVE_UP_AFTER = 120.0
+#: lock_not_available, deadlock_detected: the statement gave its locks back; try it again.
+_TRY_AGAIN = ("55P03", "40P01")
+
+
+def _online(*steps: str | tuple[str, ...]) -> None:
+    """Run ``steps`` on PostgreSQL while workers and producers run: outside the migration's
+    transaction, so no lock is held from one step to the next (a step is one statement, or a
+    tuple of them run as one transaction). Each waits at most LOCK_TIMEOUT for a lock, then
+    gives it back and is tried again after a growing pause, until GIVE_UP_AFTER seconds; an
+    index a broken ``CONCURRENTLY`` build left invalid is dropped before it is built again, so
+    an interrupted upgrade resumes. Offline (``--sql``), the statements in that order."""
+    with op.get_context().autocommit_block():
+        if context.is_offline_mode():
+            op.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+            op.execute(f"SET statement_timeout = '{STATEMENT_TIMEOUT}'")
+            for step in steps:
+                for sql in _statements(step):
+                    op.execute(sql)
+            op.execute("RESET lock_timeout")
+            op.execute("RESET statement_timeout")
+            return
+        bind = op.get_bind()
+        saved = bind.execute(
+            text("SELECT current_setting('lock_timeout'), current_setting('statement_timeout')")
+        ).one()
+        bind.exec_driver_sql(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+        bind.exec_driver_sql(f"SET statement_timeout = '{STATEMENT_TIMEOUT}'")
+        try:
+            for step in steps:
+                _until_done(bind, step)
+        finally:
+            bind.execute(
+                text(
+                    "SELECT set_config('lock_timeout', :lock, false), "
+                    "set_config('statement_timeout', :statement, false)"
+                ),
+                {"lock": saved[0], "statement": saved[1]},
+            )
+
+
+def _statements(step: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (step,) if isinstance(step, str) else ("BEGIN", *step, "COMMIT")
+
+
+def _until_done(bind: Any, step: str | tuple[str, ...]) -> None:
+    deadline = time.monotonic() + GIVE_UP_AFTER
+    pause = 0.05
+    while True:
+        try:
+            _drop_if_invalid(bind, step)
+            for sql in _statements(step):
+                bind.exec_driver_sql(sql)
+            return
+        except DBAPIError as exc:
+            if not isinstance(step, str):
+                bind.exec_driver_sql("ROLLBACK")
+            code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+            if code not in _TRY_AGAIN:
+                raise
+            if time.monotonic() + pause > deadline:
+                raise CommandError(
+                    f"harel_sa: {revision} gave up after {GIVE_UP_AFTER:.0f} s: another session "
+                    f"kept a lock it needs (look for long or idle transactions in "
+                    f"pg_stat_activity), so it waited {LOCK_TIMEOUT} at a time and let the "
+                    f"queue go on between; what it did so far stays, and running the upgrade "
+                    f"again resumes it. Waiting on: {_statements(step)[-1][:120]}"
+                ) from exc
+        time.sleep(pause)
+        pause = min(pause * 2, 2.0)
+
+
+def _drop_if_invalid(bind: Any, step: str | tuple[str, ...]) -> None:
+    """A ``CREATE INDEX CONCURRENTLY`` that failed or was killed leaves its index invalid
+    (present, never used): drop it, so the build is made again, not skipped as existing."""
+    words = step.split() if isinstance(step, str) else []
+    if words[:3] != ["CREATE", "INDEX", "CONCURRENTLY"]:
+        return
+    name = words[6]
+    invalid = bind.execute(
+        text(
+            "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE c.relname = :name AND NOT i.indisvalid "
+            "AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
+        ),
+        {"name": name},
+    ).scalar()
+    if invalid:
+        bind.exec_driver_sql(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+
+
 def upgrade() -> None:
     p = _prefix()
     if _dialect() == "postgresql":
@@ -128,43 +228,37 @@ def upgrade() -> None:
 
 
 def _upgrade_postgresql(p: str) -> None:
-    """The same tables on PostgreSQL: ``seq`` a BIGINT identity, times DOUBLE PRECISION (its
-    REAL is 4 bytes), and ``groups.arrival``, a BIGINT identity, with the round-robin index on
-    ``(last_claimed_at, arrival)``: never-claimed groups (all at 0.0) are claimed in arrival
-    order, which SQLite reads from the groups' rowid and PostgreSQL, whose rows keep no order,
-    from this column."""
-    op.execute(
-        f"CREATE TABLE IF NOT EXISTS {p}_transport_messages (\n"
-        "    seq BIGINT GENERATED BY DEFAULT AS IDENTITY,\n"
-        "    group_id TEXT NOT NULL,\n"
-        "    event TEXT NOT NULL,\n"
-        "    locked_by TEXT,\n"
-        "    lock_expiry DOUBLE PRECISION,\n"
-        "    PRIMARY KEY (seq)\n"
-        ")"
-    )
-    op.execute(
-        f"CREATE TABLE IF NOT EXISTS {p}_transport_groups (\n"
-        "    group_id TEXT,\n"
-        "    last_claimed_at DOUBLE PRECISION DEFAULT 0.0 NOT NULL,\n"
-        "    priority INTEGER DEFAULT 0 NOT NULL,\n"
-        "    arrival BIGINT GENERATED BY DEFAULT AS IDENTITY,\n"
-        "    PRIMARY KEY (group_id)\n"
-        ")"
-    )
-    op.execute(
-        f"CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_last_claimed "
-        f"ON {p}_transport_groups (last_claimed_at, arrival)"
-    )
-    op.execute(
-        f"CREATE INDEX IF NOT EXISTS {p}_transport_messages_by_group "
-        f"ON {p}_transport_messages (group_id, seq)"
-    )
-    # Messages without a group row (written by another program) get one, in arrival order.
-    op.execute(
-        f"INSERT INTO {p}_transport_groups (group_id) "
-        f"SELECT group_id FROM {p}_transport_messages GROUP BY group_id ORDER BY min(seq) "
-        "ON CONFLICT (group_id) DO NOTHING"
+    """The same tables on PostgreSQL, in one transaction (:func:`_online`): ``seq`` a BIGINT
+    identity, times DOUBLE PRECISION (its REAL is 4 bytes), counters BIGINT, and
+    ``groups.arrival``, a BIGINT identity, with the round-robin index on ``(last_claimed_at,
+    arrival)``: never-claimed groups (all at 0.0) are claimed in arrival order, which SQLite
+    reads from the groups' rowid and PostgreSQL, whose rows keep no order, from this column.
+    Messages without a group row (written by another program) get one, in arrival order."""
+    _online(
+        (
+            f"CREATE TABLE IF NOT EXISTS {p}_transport_messages (\n"
+            "    seq BIGINT GENERATED BY DEFAULT AS IDENTITY,\n"
+            "    group_id TEXT NOT NULL,\n"
+            "    event TEXT NOT NULL,\n"
+            "    locked_by TEXT,\n"
+            "    lock_expiry DOUBLE PRECISION,\n"
+            "    PRIMARY KEY (seq)\n"
+            ")",
+            f"CREATE TABLE IF NOT EXISTS {p}_transport_groups (\n"
+            "    group_id TEXT,\n"
+            "    last_claimed_at DOUBLE PRECISION DEFAULT 0.0 NOT NULL,\n"
+            "    priority BIGINT DEFAULT 0 NOT NULL,\n"
+            "    arrival BIGINT GENERATED BY DEFAULT AS IDENTITY,\n"
+            "    PRIMARY KEY (group_id)\n"
+            ")",
+            f"CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_last_claimed "
+            f"ON {p}_transport_groups (last_claimed_at, arrival)",
+            f"CREATE INDEX IF NOT EXISTS {p}_transport_messages_by_group "
+            f"ON {p}_transport_messages (group_id, seq)",
+            f"INSERT INTO {p}_transport_groups (group_id) "
+            f"SELECT group_id FROM {p}_transport_messages GROUP BY group_id ORDER BY min(seq) "
+            "ON CONFLICT (group_id) DO NOTHING",
+        )
     )
 
 
@@ -177,7 +271,14 @@ def downgrade() -> None:
         "1 = 1",
         "queued or in-flight message(s) (let the workers drain them first)",
     )
-    op.execute(f"DROP INDEX IF EXISTS {p}_transport_messages_by_group")
-    op.execute(f"DROP INDEX IF EXISTS {p}_transport_groups_by_last_claimed")
-    op.execute(f"DROP TABLE IF EXISTS {p}_transport_groups")
-    op.execute(f"DROP TABLE IF EXISTS {p}_transport_messages")
+    steps = (
+        f"DROP INDEX IF EXISTS {p}_transport_messages_by_group",
+        f"DROP INDEX IF EXISTS {p}_transport_groups_by_last_claimed",
+        f"DROP TABLE IF EXISTS {p}_transport_groups",
+        f"DROP TABLE IF EXISTS {p}_transport_messages",
+    )
+    if _dialect() == "postgresql":
+        _online(steps)
+        return
+    for sql in steps:
+        op.execute(sql)

@@ -5,6 +5,7 @@ files (their PostgreSQL branches), harel_sa's own Alembic environment and ``hare
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -24,7 +25,7 @@ from harel_sa import HEAD_REVISION, Names
 from harel_sa import migrations as mig
 from harel_sa.alembic_env import comparison, migration_url, only_harel_sa
 from harel_sa.state import read
-from tests import forkserver
+from tests import forkserver, pg_cluster
 from tests.migrations.test_frozen import golden
 
 REPO = Path(__file__).resolve().parents[2]
@@ -175,8 +176,12 @@ def test_downgrades_keep_rows_where_sqlite_keeps_them_and_refuse_where_it_refuse
     sql(pg_url, f"UPDATE {names.groups} SET routing_key = 'gpu' WHERE group_id = 'b'")
     with pytest.raises(CommandError, match="would destroy 1 group routing key"):
         mig.downgrade(pg_url, "harel_sa_0001")
-    assert mig.current(pg_url) == (HEAD_REVISION,)  # the whole run rolled back
-    assert mig.check(pg_url)
+    # On PostgreSQL each revision is a transaction of its own (their steps run outside one,
+    # online): the run stops at the refused step, which changed nothing; the steps before it
+    # are done, and every row is still there.
+    assert mig.current(pg_url) == ("harel_sa_0002",)
+    assert sql(pg_url, kept) == before
+    assert sql(pg_url, f"SELECT routing_key FROM {names.groups} WHERE group_id = 'b'") == [("gpu",)]
     sql(pg_url, f"UPDATE {names.groups} SET routing_key = NULL")
     with pytest.raises(CommandError, match="would destroy 2 queued or in-flight"):
         mig.downgrade(pg_url, "base", force=False)
@@ -261,10 +266,17 @@ def test_the_alembic_command_runs_harel_sa_environment_on_postgresql(pg_url: str
     assert mig.check(pg_url, prefix="jobs")
 
 
-def test_the_offline_sql_applied_by_hand_builds_the_schema_at_head(pg_url: str) -> None:
-    text = mig.sql(prefix="jobs", url=pg_url)
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(text.encode())  # the whole script, its BEGIN and COMMIT included
+def test_the_offline_sql_applied_by_hand_builds_the_schema_at_head(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """As a DBA applies it: ``psql -f`` (each statement sent alone, so the CONCURRENTLY index
+    builds run outside a transaction, as the script's COMMIT before them says)."""
+    script = tmp_path / "upgrade.sql"
+    script.write_text(mig.sql(prefix="jobs", url=pg_url))
+    psql = shutil.which("psql") or str(Path(pg_cluster.bindir() or "/usr/bin") / "psql")
+    subprocess.run(
+        [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(script), pg_url], check=True
+    )
     assert mig.current(pg_url, prefix="jobs") == (HEAD_REVISION,)
     assert mig.check(pg_url, prefix="jobs")
     assert diff(pg_url, "jobs") == []

@@ -2,19 +2,33 @@ BEGIN;
 
 -- Running upgrade harel_sa_0005 -> harel_sa_0006
 
-CREATE INDEX IF NOT EXISTS jobs_transport_groups_by_floor1 ON jobs_transport_groups (last_claimed_at, arrival) WHERE priority >= 1;
+COMMIT;
 
-CREATE INDEX IF NOT EXISTS jobs_transport_groups_by_floor2 ON jobs_transport_groups (last_claimed_at, arrival) WHERE priority >= 2;
+SET lock_timeout = '1s';
 
-CREATE INDEX IF NOT EXISTS jobs_transport_groups_by_floor3 ON jobs_transport_groups (last_claimed_at, arrival) WHERE priority >= 3;
+SET statement_timeout = '15min';
 
-CREATE INDEX IF NOT EXISTS jobs_transport_groups_by_floor4 ON jobs_transport_groups (last_claimed_at, arrival) WHERE priority >= 4;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_transport_groups_by_floor1 ON jobs_transport_groups (last_claimed_at, arrival) WHERE priority >= 1;
 
-DROP INDEX IF EXISTS jobs_transport_groups_by_priority;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_transport_groups_by_floor2 ON jobs_transport_groups (last_claimed_at, arrival) WHERE priority >= 2;
 
-DROP INDEX IF EXISTS jobs_transport_groups_by_routing_key;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_transport_groups_by_floor3 ON jobs_transport_groups (last_claimed_at, arrival) WHERE priority >= 3;
 
-CREATE INDEX IF NOT EXISTS jobs_transport_groups_by_routing_key ON jobs_transport_groups (routing_key, last_claimed_at, arrival) WHERE routing_key IS NOT NULL;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_transport_groups_by_floor4 ON jobs_transport_groups (last_claimed_at, arrival) WHERE priority >= 4;
+
+DROP INDEX CONCURRENTLY IF EXISTS jobs_transport_groups_by_priority;
+
+CREATE INDEX CONCURRENTLY IF NOT EXISTS jobs_transport_groups_by_key_next ON jobs_transport_groups (routing_key, last_claimed_at, arrival) WHERE routing_key IS NOT NULL;
+
+DROP INDEX CONCURRENTLY IF EXISTS jobs_transport_groups_by_routing_key;
+
+ALTER INDEX IF EXISTS jobs_transport_groups_by_key_next RENAME TO jobs_transport_groups_by_routing_key;
+
+RESET lock_timeout;
+
+RESET statement_timeout;
+
+BEGIN;
 
 UPDATE jobs_transport_alembic_version SET version_num='harel_sa_0006' WHERE jobs_transport_alembic_version.version_num = 'harel_sa_0005';
 

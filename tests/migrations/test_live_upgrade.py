@@ -1,0 +1,132 @@
+"""A rolling deploy: the upgrade runs while the previous release's workers and producers run.
+
+The previous release is a checkout of the commit before the newest revision that changes the
+dialect (``git archive``, as an old install would run it), its processes started with that
+checkout first on ``PYTHONPATH`` (:mod:`tests.migrations.rolling_body`); the upgrade is this
+checkout's ``harel-sa db upgrade``. Nothing mocked: real processes, a real file, a real server.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from collections import defaultdict
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+
+from harel_sa import HEAD_REVISION
+from harel_sa import migrations as mig
+
+REPO = Path(__file__).resolve().parents[2]
+BODY = Path(__file__).with_name("rolling_body.py")
+HAREL_SA = Path(sys.executable).with_name("harel-sa")
+#: The newest revision each dialect's schema changes at (0006 is PostgreSQL's indexes only).
+NEWEST = {"postgresql": "harel_sa_0006_flat_lanes.py", "sqlite": "harel_sa_0005_enqueued_at.py"}
+GROUPS, BACKLOG, WORKERS = 40, 2000, 3
+
+
+def previous_release(revision_file: str, into: Path) -> Path:
+    """harel_sa as it stood just before ``revision_file`` was added, unpacked under ``into``."""
+    added = subprocess.run(
+        [
+            "git",
+            "log",
+            "--diff-filter=A",
+            "--format=%H",
+            "--",
+            f"migrations/versions/{revision_file}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    assert added, (
+        f"the git history that added {revision_file} is not in {REPO}: this test needs a clone "
+        "with history (not a shallow one)"
+    )
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", f"{added[-1]}^", "harel_sa"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def old(checkout: Path, *args: object, out: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    log = (out / f"{args[0]}-{args[-1]}.err").open("wb")
+    return subprocess.Popen(
+        [sys.executable, str(BODY), *map(str, args)], env=env, cwd=out, stderr=log
+    )
+
+
+def wait_for(condition, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def delivered(out: Path) -> list[tuple[str, int, float]]:
+    rows = []
+    for log in out.glob("w*.log"):
+        for line in log.read_text().splitlines():
+            group, n, at = line.split()
+            rows.append((group, int(n), float(at)))
+    return rows
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_the_previous_release_keeps_working_through_the_upgrade(
+    dialect: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = (
+        request.getfixturevalue("pg_url")
+        if dialect == "postgresql"
+        else f"sqlite:///{tmp_path / 'queue.db'}"
+    )
+    checkout = previous_release(NEWEST[dialect], tmp_path / "previous")
+    out = tmp_path / "run"
+    out.mkdir()
+    setup = old(checkout, "setup", url, out, GROUPS, BACKLOG, out=out)
+    assert setup.wait(120) == 0, (out / f"setup-{BACKLOG}.err").read_text()
+    before = mig.current(url)
+    assert before and before != (HEAD_REVISION,)  # the previous release's head
+
+    workers = [old(checkout, "worker", url, out, f"w{i}", out=out) for i in range(WORKERS)]
+    producer = old(checkout, "producer", url, out, GROUPS, BACKLOG, out=out)
+    wait_for(lambda: len(delivered(out)) >= 200)
+    upgrade = subprocess.run(
+        [str(HAREL_SA), "db", "upgrade", "--url", url], capture_output=True, text=True, timeout=300
+    )
+    assert upgrade.returncode == 0, upgrade.stderr
+    assert mig.current(url) == (HEAD_REVISION,)
+    during = len(delivered(out))
+    time.sleep(1.0)  # the old release goes on at head
+    (out / "stop").touch()
+    assert producer.wait(120) == 0, (out / f"producer-{BACKLOG}.err").read_text()
+    for i, w in enumerate(workers):
+        assert w.wait(300) == 0, (out / f"worker-w{i}.err").read_text()
+
+    published = BACKLOG + int((out / "produced").read_text())
+    rows = delivered(out)
+    assert len(delivered(out)) > during  # deliveries went on after the upgrade
+    assert sorted((g, n) for g, n, _ in rows) == sorted(
+        (f"g{n % GROUPS}", n) for n in range(published)
+    )  # every message once: none lost, none twice
+    by_group: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for group, n, at in rows:
+        by_group[group].append((at, n))
+    for group, seen in by_group.items():
+        order = [n for _, n in sorted(seen)]
+        assert order == sorted(order), group  # in group order
+    assert mig.check(url)
