@@ -11,6 +11,7 @@ import harel_peer
 import one_cpu
 import pg_bench
 import pg_pooler
+import upgrade_locks
 import wal
 from common import BASE, DASH, HAREL, X, fmt, fmt_ratio, med, ratios
 from procs import VARIANTS
@@ -516,6 +517,7 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
         ("harel", harel_peer.section),
         ("pg", pg_bench.section),
         ("pooler", pg_pooler.section),
+        ("upgrade", upgrade_locks.section),
     ):
         if key in r:
             lines += [*fn(r[key]), ""]

@@ -38,12 +38,14 @@ import pg_bench  # noqa: E402
 import pg_pooler  # noqa: E402
 import procs  # noqa: E402
 import report  # noqa: E402
+import upgrade_locks  # noqa: E402
 import wal  # noqa: E402
 import workloads  # noqa: E402
 from common import Config  # noqa: E402
 
 WORKLOADS = (
     "w1", "w2", "w3", "w4", "w5", "w6", "w7", "fast", "batch", "cpu", "harel", "pg", "pooler",
+    "upgrade",
 )  # fmt: skip
 W3_VARIANTS = ("plain", "fused", "pause", "retry", "flock", "handoff", "baseline")
 W3_QUICK = ("plain", "handoff", "baseline")
@@ -159,6 +161,7 @@ def main(argv: list[str]) -> int:
         "harel": lambda: harel_peer.run(cfg),
         "pg": lambda: pg_bench.run(cfg),
         "pooler": lambda: pg_pooler.run(cfg),
+        "upgrade": lambda: upgrade_locks.run(cfg),
     }
     results: dict[str, Any] = {}
     timings: dict[str, float] = {}

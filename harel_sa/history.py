@@ -65,8 +65,10 @@ def upgrade(target: object, *, prefix: str = DEFAULT_PREFIX, revision: str = "he
 
     Works on an empty file, on one written by the original stdlib transport (with or without
     ``routing_key``, orphaned messages included) and on one created by a transport's start-up,
-    without a manual ``stamp``. The whole upgrade is one ``BEGIN IMMEDIATE`` transaction: it
-    applies completely or not at all, and concurrent upgrades serialize.
+    without a manual ``stamp``, while workers run. On SQLite the whole upgrade is one ``BEGIN
+    IMMEDIATE`` transaction: it applies completely or not at all. On PostgreSQL each step runs
+    online (docs/alembic.md, "Upgrading a live queue") and a run that stopped resumes. Concurrent
+    upgrades serialize.
     """
     command.upgrade(config(target, prefix=prefix), revision)
 

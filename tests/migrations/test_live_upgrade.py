@@ -9,6 +9,7 @@ checkout's ``harel-sa db upgrade``. Nothing mocked: real processes, a real file,
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -21,6 +22,9 @@ import pytest
 
 from harel_sa import HEAD_REVISION
 from harel_sa import migrations as mig
+from tests.conftest import FakeClock
+from tests.migrations.helpers import assert_rows_kept, snapshot, sqlite_master, version
+from tests.migrations.starts import STARTS
 
 REPO = Path(__file__).resolve().parents[2]
 BODY = Path(__file__).with_name("rolling_body.py")
@@ -130,3 +134,44 @@ def test_the_previous_release_keeps_working_through_the_upgrade(
         order = [n for _, n in sorted(seen)]
         assert order == sorted(order), group  # in group order
     assert mig.check(url)
+
+
+#: Runs ``harel_sa.migrations.upgrade`` on argv[1]; at the first statement naming argv[2] (inside
+#: the run's one transaction) it says so in argv[3] and waits there to be killed.
+STALL_AT = """
+import sys, time
+from pathlib import Path
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from harel_sa import migrations
+
+@event.listens_for(Engine, "before_cursor_execute")
+def stall(conn, cursor, statement, parameters, context, executemany):
+    if sys.argv[2] in statement:
+        Path(sys.argv[3]).touch()
+        time.sleep(600)
+
+migrations.upgrade(sys.argv[1])
+"""
+
+
+def test_a_sqlite_upgrade_killed_midway_leaves_the_file_as_it_was_and_resumes(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """SIGKILLed inside its transaction (revision 0004's index, after 0001-0003 ran in it), the
+    upgrade leaves the original transport's file exactly as it was; the next run finishes."""
+    path, marker = tmp_path / "queue.db", tmp_path / "stalled"
+    start = STARTS["stdlib3-orphans"](path, clock)
+    schema, kept = sqlite_master(path), snapshot(path)
+    stalled = subprocess.Popen(
+        [sys.executable, "-c", STALL_AT, str(path), "groups_by_priority", str(marker)]
+    )
+    wait_for(marker.exists)
+    stalled.send_signal(signal.SIGKILL)
+    stalled.wait()
+    assert sqlite_master(path) == schema and snapshot(path) == kept and version(path) == []
+
+    again = subprocess.run([str(HAREL_SA), "db", "upgrade", "--db", str(path)], check=False)
+    assert again.returncode == 0
+    assert version(path) == [HEAD_REVISION] and mig.check(path)
+    assert_rows_kept(path, kept, adopted=start.adopted)
