@@ -33,7 +33,7 @@ from harel_sa.postgres.connect import CLIENT_ENCODING, is_postgresql, set_up
 from harel_sa.postgres.startup import wait_for_turn
 from harel_sa.schema import DEFAULT_PREFIX, Names, metadata, migration_lock, on_dialect
 from harel_sa.sqlite.connection import sqlite_url
-from harel_sa.state import read
+from harel_sa.state import PIPELINE, read
 
 PREFIX_OPTION = "harel_sa_prefix"
 #: ``Config.attributes`` key the revisions read: a downgrade that destroys rows goes on.
@@ -234,8 +234,8 @@ def _run_online(conn: Connection, names: Names, options: dict[str, Any]) -> None
             host = state.records[0]
             raise CommandError(
                 f"harel_sa: prefix {names.prefix!r}'s revision is kept by your Alembic history "
-                f"({host.describe()}): run `alembic upgrade heads` / `alembic downgrade "
-                "harel_sa@-1` in your project; harel_sa's own history would start a second record"
+                f"({host.describe()}): run {PIPELINE} / `alembic downgrade harel_sa@-1` in "
+                "your project; harel_sa's own history would start a second record"
             )
     postgresql = conn.dialect.name == "postgresql"
     # SQLite: the whole run is one transaction (all or nothing; each revision is short).

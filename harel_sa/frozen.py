@@ -284,15 +284,19 @@ def upgrade(conn: sqlite3.Connection, names: Names) -> None:
             conn.execute(sql)
 
 
-def postgresql_steps(names: Names) -> list[Step]:
-    """Every revision's PostgreSQL steps under ``names``, in order: run all of them on a
-    database at any revision (each is ``IF NOT EXISTS`` or harmless when repeated) and it is at
-    head."""
+def postgresql_steps(names: Names, after: str | None = None) -> list[Step]:
+    """The PostgreSQL steps under ``names`` of every revision after ``after`` (of all of them
+    when it is ``None`` or no revision's), in order: run them on a database at ``after`` (any
+    revision, for all of them: each is ``IF NOT EXISTS`` or harmless when repeated) and it is
+    at head. Only what is needed: a step of an older revision may take a lock that the running
+    workers' calls wait for."""
+    revisions = [revision for revision, _ in POSTGRESQL_REVISIONS]
+    first = revisions.index(after) + 1 if after in revisions else 0
     return [
         step.format(p=names.prefix)
         if isinstance(step, str)
         else tuple(sql.format(p=names.prefix) for sql in step)
-        for _, body in POSTGRESQL_REVISIONS
+        for _, body in POSTGRESQL_REVISIONS[first:]
         for step in body
     ]
 

@@ -104,7 +104,7 @@ class State:
                 return f"no harel_sa queue under prefix {p!r} here (found: {found})"
             return (
                 f"no harel_sa queue under prefix {p!r} here: create it with "
-                f"`harel-sa db upgrade {target} --prefix {p}` (or `alembic upgrade heads` in your "
+                f"`harel-sa db upgrade {target} --prefix {p}` (or {PIPELINE} in your "
                 "own pipeline), or open the transport with create_schema=True"
             )
         if self.disagree:
@@ -139,16 +139,21 @@ class State:
             return f"harel_sa schema for prefix {p!r} is not at head: {'; '.join(parts)}. {fix}."
         parts.append(f"database at {found}, this harel_sa needs {HEAD_REVISION}")
         if self.integrated:
-            fix = "Run `alembic upgrade heads` in your project (its history keeps this revision)"
-        else:
-            fix = (
-                f"Run `harel-sa db upgrade {target} --prefix {p}` (or `alembic upgrade heads` in "
-                "your own pipeline)"
+            # Not create_schema=True: it would migrate outside the pipeline that owns the
+            # schema, and rewrite the host's record.
+            return (
+                f"harel_sa schema for prefix {p!r} is not at head: {'; '.join(parts)}. Run "
+                f"{PIPELINE} in your project's deploy pipeline (its history keeps this revision)."
             )
         return (
-            f"harel_sa schema for prefix {p!r} is not at head: {'; '.join(parts)}. {fix}, "
+            f"harel_sa schema for prefix {p!r} is not at head: {'; '.join(parts)}. Run "
+            f"`harel-sa db upgrade {target} --prefix {p}` (or {PIPELINE} in your own pipeline), "
             "or open the transport with create_schema=True."
         )
+
+
+#: What a pipeline that keeps harel_sa's revisions in its own history runs.
+PIPELINE = "`alembic upgrade heads` (`flask db upgrade heads` with Flask-Migrate)"
 
 
 class Catalog(Protocol):

@@ -161,6 +161,14 @@ def _url_path(url: str) -> str | None:
 def _check_path(path: str, must_exist: bool, t: Target) -> None:
     if os.path.isdir(path):
         raise CliError(f"{path} is a directory, not a database file")
+    instance = os.path.join(os.path.dirname(path), "instance", os.path.basename(path))
+    if not os.path.exists(path) and os.path.isfile(instance):
+        # Flask-SQLAlchemy reads sqlite:///app.db as the app's instance folder's app.db.
+        raise CliError(
+            f"no such database file: {path}, but {instance} exists: Flask-SQLAlchemy keeps "
+            f"`sqlite:///{os.path.basename(path)}` in the app's instance folder; "
+            f"use --db {instance}"
+        )
     if must_exist and not os.path.exists(path):
         raise CliError(
             f"no such database file: {path} "

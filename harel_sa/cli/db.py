@@ -34,6 +34,7 @@ from harel_sa.cli.common import (
 from harel_sa.postgres.connect import is_postgresql
 from harel_sa.schema import HEAD_REVISION
 from harel_sa.sqlite.startup import read_target
+from harel_sa.state import PIPELINE
 
 if TYPE_CHECKING:
     from harel_sa.state import State
@@ -241,7 +242,7 @@ def _refuse_integrated(s: State, t: Target, what: str) -> None:
     if s.integrated and not any(r.own for r in s.records):
         raise CliError(
             f"prefix {t.prefix}'s revision is kept by your Alembic history "
-            f"({s.records[0].describe()}): {what} it there (`alembic upgrade heads`, "
+            f"({s.records[0].describe()}): {what} it there ({PIPELINE}, "
             f"`alembic downgrade harel_sa@-1`); `harel-sa db` would start a second record"
         )
 

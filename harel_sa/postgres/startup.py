@@ -79,7 +79,7 @@ def ensure_schema(conn: Any, names: Names, where: str, *, own_session: bool = Tr
         try:
             state = _to_upgrade(conn, names, where)
             if state is not None:
-                run_online(conn, frozen.postgresql_steps(names))
+                run_online(conn, frozen.postgresql_steps(names, after=_behind_head(state)))
                 with conn.transaction():
                     _record(conn, state)
         finally:
@@ -120,6 +120,14 @@ def _to_upgrade(conn: Any, names: Names, where: str) -> State | None:
     return state
 
 
+def _behind_head(state: State) -> str | None:
+    """The revision to upgrade from: the recorded one below head; else ``None`` (none recorded,
+    or head recorded with objects missing: every step again, each one only makes what is
+    missing)."""
+    recorded = max(state.current) if state.current else None
+    return None if recorded == HEAD_REVISION else recorded
+
+
 def _upgrade_in_one_transaction(conn: Any, names: Names, where: str) -> None:
     with conn.transaction():
         conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
@@ -128,7 +136,7 @@ def _upgrade_in_one_transaction(conn: Any, names: Names, where: str) -> None:
         state = _to_upgrade(conn, names, where)
         if state is None:
             return
-        for sql in frozen.flat(frozen.postgresql_steps(names)):
+        for sql in frozen.flat(frozen.postgresql_steps(names, after=_behind_head(state))):
             conn.execute(sql.replace(" CONCURRENTLY", ""))
         _record(conn, state)
 

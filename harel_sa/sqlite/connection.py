@@ -122,7 +122,8 @@ def require_file(url: URL) -> None:
     if path is not None:
         raise SchemaError(
             f"no database at {path}: create it with `harel-sa db upgrade --url {display(url)}` "
-            "(or `alembic upgrade heads` in your own pipeline), "
+            "(or `alembic upgrade heads`, `flask db upgrade heads` with Flask-Migrate, in your "
+            "own pipeline), "
             "or open the transport with create_schema=True"
         )
 

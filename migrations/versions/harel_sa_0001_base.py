@@ -15,13 +15,14 @@ from harel_sa, so it does the same in every release; tests/migrations/golden/ ho
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from alembic import context, op
-from alembic.util import CommandError
+from alembic.util import CommandError, coerce_resource_to_filename
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
@@ -189,7 +190,23 @@ def _drop_if_invalid(bind: Any, step: str | tuple[str, ...]) -> None:
         bind.exec_driver_sql(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
 
 
+def _refuse_a_missing_version_location() -> None:
+    """Alembic skips a ``version_locations`` entry that names no folder without a word, so the
+    revisions there (your application's) would silently not run while harel_sa's do. With
+    Flask-Migrate the ini's ``%(here)s`` is ``migrations/`` itself: ``%(here)s/versions``."""
+    for location in context.script.version_locations or ():
+        folder = str(coerce_resource_to_filename(location))
+        if not os.path.isdir(folder):
+            raise CommandError(
+                f"harel_sa: version_locations names {location!r}, which is no folder "
+                f"({folder}): Alembic would skip it, and the revisions meant to be there would "
+                "not run. Fix the line (with Flask-Migrate, alembic.ini sits in migrations/, "
+                "so your revisions are `%(here)s/versions`); nothing was changed"
+            )
+
+
 def upgrade() -> None:
+    _refuse_a_missing_version_location()
     p = _prefix()
     if _dialect() == "postgresql":
         _upgrade_postgresql(p)

@@ -89,9 +89,38 @@ def delivered(out: Path) -> list[tuple[str, int, float]]:
     return rows
 
 
+#: A transport of this release opening the queue with ``create_schema=True``.
+START_UP = """
+import sys
+from harel_sa import SqliteTransport
+from harel_sa.postgres.transport import PostgresTransport
+
+url = sys.argv[1]
+if url.startswith("sqlite:///"):
+    SqliteTransport(url.removeprefix("sqlite:///")).close()
+else:
+    PostgresTransport(url).close()
+"""
+
+
+def flask_host(url: str, at: str, into: Path) -> list[str]:
+    """The docs' Flask-Migrate app on ``url``, its history holding harel_sa at ``at``; the
+    command that upgrades it (``flask db upgrade heads``)."""
+    from tests.migrations.test_flask_host import flask, project
+
+    if url.startswith("postgresql://"):
+        url = url.replace("postgresql://", "postgresql+psycopg://")
+    into.mkdir()
+    project(into, url)
+    done = flask(into, url, "db", "upgrade", at)
+    assert done.returncode == 0, done.stderr
+    return [str(HAREL_SA.with_name("flask")), "--app", "app", "db", "upgrade", "heads"]
+
+
+@pytest.mark.parametrize("how", ["harel-sa db upgrade", "start-up", "flask db upgrade heads"])
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
 def test_the_previous_release_keeps_working_through_the_upgrade(
-    dialect: str, tmp_path: Path, request: pytest.FixtureRequest
+    dialect: str, how: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     url = (
         request.getfixturevalue("pg_url")
@@ -101,7 +130,15 @@ def test_the_previous_release_keeps_working_through_the_upgrade(
     checkout = previous_release(NEWEST[dialect], tmp_path / "previous")
     out = tmp_path / "run"
     out.mkdir()
-    setup = old(checkout, "setup", url, out, GROUPS, BACKLOG, out=out)
+    if how == "flask db upgrade heads":  # integrated: the host's history owns the schema
+        number = int(NEWEST[dialect].split("_")[2])
+        command = flask_host(url, f"harel_sa_{number - 1:04d}", tmp_path / "host")
+        setup = old(checkout, "setup", url, out, GROUPS, BACKLOG, "exists", out=out)
+    else:
+        setup = old(checkout, "setup", url, out, GROUPS, BACKLOG, out=out)
+        command = [str(HAREL_SA), "db", "upgrade", "--url", url]
+        if how == "start-up":
+            command = [sys.executable, "-c", START_UP, url]
     assert setup.wait(120) == 0, (out / f"setup-{BACKLOG}.err").read_text()
     before = mig.current(url)
     assert before and before != (HEAD_REVISION,)  # the previous release's head
@@ -110,7 +147,12 @@ def test_the_previous_release_keeps_working_through_the_upgrade(
     producer = old(checkout, "producer", url, out, GROUPS, BACKLOG, out=out)
     wait_for(lambda: len(delivered(out)) >= 200)
     upgrade = subprocess.run(
-        [str(HAREL_SA), "db", "upgrade", "--url", url], capture_output=True, text=True, timeout=300
+        command,
+        cwd=tmp_path / "host" if how.startswith("flask") else tmp_path,
+        env={**os.environ, "DATABASE_URL": url.replace("postgresql://", "postgresql+psycopg://")},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert upgrade.returncode == 0, upgrade.stderr
     assert mig.current(url) == (HEAD_REVISION,)
