@@ -16,6 +16,7 @@ statement unless it buries a head.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from functools import partial
@@ -512,13 +513,18 @@ def _peek(
             seq=seq,
             group_id=group,
             event=event,
-            state=_state(locked_by, expiry, now),
+            state=_state(locked_by, _number(expiry), now),
             locked_by=locked_by,
-            lock_expiry=expiry,
+            lock_expiry=_number(expiry),
             deliveries=deliveries,
         )
         for seq, group, event, locked_by, expiry, deliveries, now in found.rows
     ]
+
+
+def _number(expiry: float | None) -> float | None:
+    """An expiry as the models show it: NaN (which only PostgreSQL stores) is no number."""
+    return None if expiry is None or math.isnan(expiry) else expiry
 
 
 def _state(locked_by: str | None, expiry: float | None, now: float) -> Any:

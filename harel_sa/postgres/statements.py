@@ -103,10 +103,11 @@ def notify_sql(names: Names) -> str:
 
 def live_lease(alias: str, now: str) -> str:
     """The row ``alias`` is leased or parked and its expiry is not past ``now``; a lock
-    without an expiry has lapsed (as on SQLite)."""
+    without an expiry has lapsed (as on SQLite), and so has one whose expiry is NaN (which
+    PostgreSQL sorts above every number; SQLite stores it as NULL)."""
     return (
         f"({alias}.locked_by IS NOT NULL AND {alias}.lock_expiry IS NOT NULL "
-        f"AND {alias}.lock_expiry >= {now})"
+        f"AND {alias}.lock_expiry >= {now} AND {alias}.lock_expiry <> 'NaN')"
     )
 
 
@@ -415,13 +416,19 @@ def _picks(names: Names, now: str, min_priority: int, keys: int, size: int, more
     )
 
 
+#: A claim's new delivery count: one more, unless it is already at the largest INTEGER or past
+#: it (only a row other programs wrote can be), where it stays: no count in the table can make
+#: the claim overflow (databases older than the BIGINT column have INTEGER).
+COUNTED = "CASE WHEN m.deliveries >= 2147483647 THEN m.deliveries ELSE m.deliveries + 1 END"
+
+
 def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
     m, g = names.messages, names.groups
     picks = _picks(names, now, min_priority, keys, 1, "")
     return positional(
         f"WITH {picks}, "
         f"lease AS (UPDATE {m} m SET locked_by = %(locked_by)s, "
-        f"lock_expiry = {now} + %(visibility)s, deliveries = m.deliveries + 1 "
+        f"lock_expiry = {now} + %(visibility)s, deliveries = {COUNTED} "
         "FROM pick WHERE m.seq = pick.seq RETURNING m.seq, m.group_id, m.event, m.deliveries), "
         # The one group by its key: a join with pick was hashed over a small groups table.
         f"touch AS (UPDATE {g} g SET last_claimed_at = {now} "
@@ -448,7 +455,7 @@ def _claim_many(names: Names, now: str, min_priority: int, keys: int, size: int)
         "ranked AS (SELECT pick.*, row_number() OVER (ORDER BY pick.before, pick.arrival) AS k "
         "FROM pick), "
         f"lease AS (UPDATE {m} m SET locked_by = (%(tokens)s::text[])[r.k], "
-        f"lock_expiry = {now} + %(visibility)s, deliveries = m.deliveries + 1 "
+        f"lock_expiry = {now} + %(visibility)s, deliveries = {COUNTED} "
         "FROM ranked r WHERE m.seq = r.seq RETURNING m.seq, m.event, m.deliveries), "
         f"touch AS (UPDATE {g} g SET last_claimed_at = {now} FROM ranked r "
         "WHERE g.group_id = r.group_id) "

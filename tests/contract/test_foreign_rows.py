@@ -157,6 +157,18 @@ def test_a_deliveries_count_that_is_not_a_number_is_read_as_sqlite_reads_it(
     assert raw.execute(f"SELECT deliveries FROM {M} ORDER BY seq").fetchall() == [(1,), (3,)]
 
 
+@pytest.mark.parametrize("top", [2**31 - 1, 2**63 - 1], ids=["int", "bigint"])
+def test_a_delivery_count_at_the_integer_limit_wedges_no_claim(q: Any, raw: Raw, top: int) -> None:
+    """A count another program left at the largest INTEGER (the column's type in databases
+    made before it was BIGINT) or BIGINT: the claim still leases it, and every other group."""
+    poisoned = plant(raw, "counted", ev("counted").model_dump_json().encode(), deliveries=top)
+    q.publish("other", ev("other"))
+    leases = {lease.group_id: lease for lease in (q.claim("w", VIS), q.claim("w", VIS))}
+    assert set(leases) == {"counted", "other"}
+    assert leases["counted"].seq == poisoned and leases["counted"].deliveries >= top
+    assert all(q.ack(lease) for lease in leases.values())
+
+
 @pytest.mark.sqlite_file  # text in an INTEGER column: PostgreSQL's columns are typed
 def test_a_priority_that_is_not_an_integer_counts_as_zero_everywhere(q: Any, raw: Raw) -> None:
     plant(raw, "odd", ev("odd-priority").model_dump_json().encode(), priority="high")
@@ -170,7 +182,7 @@ def test_a_priority_that_is_not_an_integer_counts_as_zero_everywhere(q: Any, raw
     assert q.dead()[0].priority == 0
 
 
-@pytest.mark.parametrize("expiry", [None, 10**12], ids=["null", "live"])
+@pytest.mark.parametrize("expiry", [None, float("nan"), 10**12], ids=["null", "nan", "live"])
 def test_a_lock_without_an_expiry_has_lapsed_for_claim_peek_and_stats(
     q: Any, raw: Raw, clock: FakeClock, expiry: object
 ) -> None:
