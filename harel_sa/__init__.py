@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         RoutingBucket,
         Stats,
     )
+    from harel_sa.outbox import AsyncOutbox, Outbox
     from harel_sa.postgres.aio import AsyncPostgresTransport
     from harel_sa.postgres.transport import PostgresTransport
     from harel_sa.schema import HEAD_REVISION, Names, metadata, schema_for
@@ -58,6 +59,8 @@ _HOMES = {
     "QueuedMessage": "harel_sa.models",
     "RoutingBucket": "harel_sa.models",
     "Stats": "harel_sa.models",
+    "Outbox": "harel_sa.outbox",
+    "AsyncOutbox": "harel_sa.outbox",
     "HEAD_REVISION": "harel_sa.schema",
     "Names": "harel_sa.schema",
     "metadata": "harel_sa.schema",
@@ -92,6 +95,7 @@ __dir__ = lazy.lister(globals())
 
 __all__ = [
     "HEAD_REVISION",
+    "AsyncOutbox",
     "AsyncPostgresTransport",
     "AsyncSqliteTransport",
     "AsyncWorker",
@@ -110,6 +114,7 @@ __all__ = [
     "Lease",
     "Names",
     "NotADatabaseError",
+    "Outbox",
     "PostgresTransport",
     "PriorityBucket",
     "QueuedMessage",

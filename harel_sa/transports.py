@@ -9,9 +9,9 @@ dialect's connection), and reports a settle of the running handler's own lease t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from pydantic import BaseModel
 
@@ -19,6 +19,13 @@ from harel_sa import settlements
 from harel_sa.calls import Bound, Calls
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+    from sqlalchemy.orm import Session
+
+    from harel_sa.outbox import AsyncOutbox, Outbox
 
 T = TypeVar("T")
 
@@ -28,9 +35,28 @@ class Transport(Generic[E]):
     :class:`~harel_sa.PostgresTransport`)."""
 
     _calls: Calls[E]
+    _outbox: Outbox[E] | None = None
 
     def _run(self, call: Bound[T]) -> T:
         raise NotImplementedError
+
+    def _same_database(self, identity: tuple[Any, ...]) -> bool:
+        """Whether a connection whose database says ``identity`` is to this transport's."""
+        raise NotImplementedError
+
+    def outbox(self) -> Outbox[E]:
+        """The :class:`~harel_sa.outbox.Outbox` behind ``connection=``: this queue's writes on
+        the application's connections to this transport's database."""
+        if self._outbox is None:
+            from harel_sa.outbox import Outbox
+
+            self._outbox = Outbox(
+                self.prefix,
+                event_type=self._calls.options.event_type,
+                clock=self._calls.clock,
+                same_database=self._same_database,
+            )
+        return self._outbox
 
     def close(self) -> None:
         raise NotImplementedError
@@ -56,9 +82,15 @@ class Transport(Generic[E]):
         event: BaseModel,
         priority: int = 0,
         routing_key: str | None = None,
+        *,
+        connection: Connection | Session | None = None,
     ) -> None:
         """Append ``event`` to ``group_id``'s queue, durably, once this returns (any ``str``
         that UTF-8 holds is a group id, ``""`` included, as the harel engine may send it).
+
+        With ``connection`` (the application's SQLAlchemy ``Connection`` or ``Session`` on
+        this transport's database) it is written in that connection's transaction instead,
+        and takes effect with its commit (:mod:`harel_sa.outbox`); the same for every write.
 
         ``event`` is an instance of the transport's ``event_type``, or of any pydantic model
         whose JSON reads as one (the harel engine's ``Event``); anything else raises
@@ -67,6 +99,9 @@ class Transport(Generic[E]):
         The first publish of a group fixes its ``priority`` (0-4) and ``routing_key`` until the
         group drains; later publishes only add messages.
         """
+        if connection is not None:
+            self.outbox().publish(connection, group_id, event, priority, routing_key)
+            return
         self._run(self._calls.publish(group_id, event, priority, routing_key))
 
     def publish_many(
@@ -75,8 +110,14 @@ class Transport(Generic[E]):
         *,
         priority: int = 0,
         routing_key: str | None = None,
+        connection: Connection | Session | None = None,
     ) -> None:
         """Publish every ``(group_id, event)`` pair in one transaction: all or none."""
+        if connection is not None:
+            self.outbox().publish_many(
+                connection, items, priority=priority, routing_key=routing_key
+            )
+            return
         self._run(self._calls.publish_many(items, priority, routing_key))
 
     def claim(
@@ -142,10 +183,15 @@ class Transport(Generic[E]):
             )
         )
 
-    def ack_many(self, leases: Sequence[Lease[E]]) -> list[bool]:
+    def ack_many(
+        self, leases: Sequence[Lease[E]], *, connection: Connection | Session | None = None
+    ) -> list[bool]:
         """:meth:`ack` every lease in one write transaction; for each, whether its ack took
         (``False``, changing nothing, for a lease that was lost)."""
-        acked = self._run(self._calls.ack_many(leases))
+        if connection is not None:
+            acked = self.outbox().ack_many(connection, leases)
+        else:
+            acked = self._run(self._calls.ack_many(leases))
         settlements.report_acks(leases, acked)
         return acked
 
@@ -169,21 +215,34 @@ class Transport(Generic[E]):
         settlements.report_acks(leases, acked)
         return acked, claimed
 
-    def ack(self, lease: Lease[E]) -> bool:
+    def ack(self, lease: Lease[E], *, connection: Connection | Session | None = None) -> bool:
         """Remove the leased message (and its group once empty).
 
         Returns ``False``, changing nothing, when the lease was lost (it lapsed and another
-        worker claimed the message).
+        worker claimed the message). With ``connection``, in its transaction (a handler's
+        writes and its ack then commit together).
         """
-        acked = self._run(self._calls.ack(lease))
+        if connection is not None:
+            acked = self.outbox().ack(connection, lease)
+        else:
+            acked = self._run(self._calls.ack(lease))
         if acked:
             settlements.report(lease, "acked")
         return acked
 
-    def nack(self, lease: Lease[E], delay: float = 0.0) -> bool:
+    def nack(
+        self,
+        lease: Lease[E],
+        delay: float = 0.0,
+        *,
+        connection: Connection | Session | None = None,
+    ) -> bool:
         """Give the message back: at once (``delay == 0``), or parked for ``delay`` seconds,
         during which its group stays blocked. ``False`` when the lease was lost."""
-        nacked = self._run(self._calls.nack(lease, delay))
+        if connection is not None:
+            nacked = self.outbox().nack(connection, lease, delay)
+        else:
+            nacked = self._run(self._calls.nack(lease, delay))
         if nacked:
             settlements.report(lease, "nacked", delay)
         return nacked
@@ -192,9 +251,14 @@ class Transport(Generic[E]):
         """Heartbeat: the lease now ends ``visibility`` seconds from now. ``False`` when lost."""
         return self._run(self._calls.extend(lease, visibility))
 
-    def dead_letter(self, lease: Lease[E], reason: str) -> bool:
+    def dead_letter(
+        self, lease: Lease[E], reason: str, *, connection: Connection | Session | None = None
+    ) -> bool:
         """Give up on the leased message: move it to the dead table with ``reason``."""
-        buried = self._run(self._calls.dead_letter(lease, reason))
+        if connection is not None:
+            buried = self.outbox().dead_letter(connection, lease, reason)
+        else:
+            buried = self._run(self._calls.dead_letter(lease, reason))
         if buried:
             settlements.report(lease, "dead_lettered")
         return buried
@@ -245,9 +309,28 @@ class AsyncTransport(Generic[E]):
     :class:`~harel_sa.AsyncPostgresTransport`), each awaited."""
 
     _calls: Calls[E]
+    _outbox: AsyncOutbox[E] | None = None
 
     async def _run(self, call: Bound[T]) -> T:
         raise NotImplementedError
+
+    async def _same_database_check(self) -> Callable[[tuple[Any, ...]], bool]:
+        """What :meth:`outbox` gives its outbox as ``same_database``."""
+        raise NotImplementedError
+
+    async def outbox(self) -> AsyncOutbox[E]:
+        """The :class:`~harel_sa.outbox.AsyncOutbox` behind ``connection=`` (see
+        :meth:`Transport.outbox`)."""
+        if self._outbox is None:
+            from harel_sa.outbox import AsyncOutbox
+
+            self._outbox = AsyncOutbox(
+                self.prefix,
+                event_type=self._calls.options.event_type,
+                clock=self._calls.clock,
+                same_database=await self._same_database_check(),
+            )
+        return self._outbox
 
     async def close(self) -> None:
         raise NotImplementedError
@@ -268,9 +351,20 @@ class AsyncTransport(Generic[E]):
         return self._calls.options.names.prefix
 
     async def publish(
-        self, group_id: str, event: BaseModel, priority: int = 0, routing_key: str | None = None
+        self,
+        group_id: str,
+        event: BaseModel,
+        priority: int = 0,
+        routing_key: str | None = None,
+        *,
+        connection: AsyncConnection | AsyncSession | None = None,
     ) -> None:
-        """As :meth:`SqliteTransport.publish <harel_sa.SqliteTransport.publish>`."""
+        """As :meth:`SqliteTransport.publish <harel_sa.SqliteTransport.publish>`;
+        ``connection``: the application's ``AsyncConnection`` or ``AsyncSession``."""
+        if connection is not None:
+            outbox = await self.outbox()
+            await outbox.publish(connection, group_id, event, priority, routing_key)
+            return
         await self._run(self._calls.publish(group_id, event, priority, routing_key))
 
     async def publish_many(
@@ -279,8 +373,13 @@ class AsyncTransport(Generic[E]):
         *,
         priority: int = 0,
         routing_key: str | None = None,
+        connection: AsyncConnection | AsyncSession | None = None,
     ) -> None:
         """As :meth:`SqliteTransport.publish_many <harel_sa.SqliteTransport.publish_many>`."""
+        if connection is not None:
+            outbox = await self.outbox()
+            await outbox.publish_many(connection, items, priority=priority, routing_key=routing_key)
+            return
         await self._run(self._calls.publish_many(items, priority, routing_key))
 
     async def claim(
@@ -332,9 +431,17 @@ class AsyncTransport(Generic[E]):
             )
         )
 
-    async def ack_many(self, leases: Sequence[Lease[E]]) -> list[bool]:
+    async def ack_many(
+        self,
+        leases: Sequence[Lease[E]],
+        *,
+        connection: AsyncConnection | AsyncSession | None = None,
+    ) -> list[bool]:
         """As :meth:`SqliteTransport.ack_many <harel_sa.SqliteTransport.ack_many>`."""
-        acked = await self._run(self._calls.ack_many(leases))
+        if connection is not None:
+            acked = await (await self.outbox()).ack_many(connection, leases)
+        else:
+            acked = await self._run(self._calls.ack_many(leases))
         settlements.report_acks(leases, acked)
         return acked
 
@@ -358,16 +465,30 @@ class AsyncTransport(Generic[E]):
         settlements.report_acks(leases, acked)
         return acked, claimed
 
-    async def ack(self, lease: Lease[E]) -> bool:
+    async def ack(
+        self, lease: Lease[E], *, connection: AsyncConnection | AsyncSession | None = None
+    ) -> bool:
         """As :meth:`SqliteTransport.ack <harel_sa.SqliteTransport.ack>`."""
-        acked = await self._run(self._calls.ack(lease))
+        if connection is not None:
+            acked = await (await self.outbox()).ack(connection, lease)
+        else:
+            acked = await self._run(self._calls.ack(lease))
         if acked:
             settlements.report(lease, "acked")
         return acked
 
-    async def nack(self, lease: Lease[E], delay: float = 0.0) -> bool:
+    async def nack(
+        self,
+        lease: Lease[E],
+        delay: float = 0.0,
+        *,
+        connection: AsyncConnection | AsyncSession | None = None,
+    ) -> bool:
         """As :meth:`SqliteTransport.nack <harel_sa.SqliteTransport.nack>`."""
-        nacked = await self._run(self._calls.nack(lease, delay))
+        if connection is not None:
+            nacked = await (await self.outbox()).nack(connection, lease, delay)
+        else:
+            nacked = await self._run(self._calls.nack(lease, delay))
         if nacked:
             settlements.report(lease, "nacked", delay)
         return nacked
@@ -376,9 +497,18 @@ class AsyncTransport(Generic[E]):
         """As :meth:`SqliteTransport.extend <harel_sa.SqliteTransport.extend>`."""
         return await self._run(self._calls.extend(lease, visibility))
 
-    async def dead_letter(self, lease: Lease[E], reason: str) -> bool:
+    async def dead_letter(
+        self,
+        lease: Lease[E],
+        reason: str,
+        *,
+        connection: AsyncConnection | AsyncSession | None = None,
+    ) -> bool:
         """As :meth:`SqliteTransport.dead_letter <harel_sa.SqliteTransport.dead_letter>`."""
-        buried = await self._run(self._calls.dead_letter(lease, reason))
+        if connection is not None:
+            buried = await (await self.outbox()).dead_letter(connection, lease, reason)
+        else:
+            buried = await self._run(self._calls.dead_letter(lease, reason))
         if buried:
             settlements.report(lease, "dead_lettered")
         return buried

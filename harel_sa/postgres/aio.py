@@ -98,6 +98,10 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         """The database this transport opened, for messages and logs (no password)."""
         return self._where
 
+    async def _same_database_check(self) -> Callable[[tuple[Any, ...]], bool]:
+        mine: tuple[Any, ...] = await self._run(ops.identity(self._calls.statements))
+        return lambda identity: tuple(identity) == mine
+
     def sync_twin(self) -> PostgresTransport[E]:
         """A :class:`~harel_sa.PostgresTransport` on the same database with the same options
         (the :class:`~harel_sa.AsyncWorker`'s heartbeat extends leases through it, so a

@@ -457,6 +457,12 @@ def dead_letter(statements: Statements, clock: Clock, lease: Lease[Any], reason:
     return One(_bury_query(statements, clock, lease.seq, lease.locked_by, reason, 0), _took_one)
 
 
+def identity(statements: Statements) -> One[tuple[Any, ...]]:
+    """What the transport's connection says of its database (:data:`~harel_sa.postgres.
+    statements.IDENTITY`), to compare an application's connection with."""
+    return One(Query(statements.identity, {}), lambda result: tuple(result.one()), retry_safe=True)
+
+
 # Operating the queue.
 
 

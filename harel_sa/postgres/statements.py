@@ -90,6 +90,11 @@ def positional(sql: str) -> Statement:
     return Statement(numbered, tuple(names), _binder(tuple(names)))
 
 
+#: What a connection says of its database: two connections that say the same are to the same
+#: database of the same server (an application's and a transport's, :mod:`harel_sa.outbox`).
+IDENTITY = "SELECT current_database(), current_setting('port'), current_setting('cluster_name')"
+
+
 def channel(names: Names) -> str:
     """The prefix's ``NOTIFY`` channel, ``<prefix>_transport_ready`` (an identifier, as the
     prefix is one): see :mod:`harel_sa.postgres.listen`."""
@@ -196,6 +201,7 @@ class Statements:
             "SELECT count(*) FROM parked"
         )
         self.extend = positional(f"UPDATE {m} SET lock_expiry = {now} + %(visibility)s {fence}")
+        self.identity = positional(IDENTITY)
         # A claim that buried its group's head puts the group back where it stood in the
         # rotation, so the group's next message is the claim's to take (as on SQLite).
         self.untouch = positional(

@@ -85,6 +85,7 @@ class PostgresTransport(Transport[E]):
         options = options_of(prefix, clock, busy_timeout, event_type)
         self._calls = Calls(options, PostgresBackend(server_clock=clock is None), clock)
         self._where = display(url)
+        self._identity: tuple[Any, ...] | None = None  # of its database (_same_database)
         settings = pool_settings(url, options, pool_size, pooler)
         self._pool: ConnectionPool[Any] | None = None
         open_schema(settings.conninfo, options.names, self._where, create_schema, settings.pooler)
@@ -108,6 +109,11 @@ class PostgresTransport(Transport[E]):
     def database(self) -> str:
         """The database this transport opened, for messages and logs (no password)."""
         return self._where
+
+    def _same_database(self, identity: tuple[Any, ...]) -> bool:
+        if self._identity is None:
+            self._identity = self._run(ops.identity(self._calls.statements))
+        return tuple(identity) == self._identity
 
     def _connect(self, pool: ConnectionPool[Any]) -> Session[Connection]:
         # The stack was empty: wait at the pool (harel_sa.postgres.sessions).

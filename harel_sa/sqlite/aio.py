@@ -33,7 +33,14 @@ from harel_sa.events import E, Event
 from harel_sa.schema import DEFAULT_PREFIX
 from harel_sa.sqlite import startup
 from harel_sa.sqlite.backend import SQLITE
-from harel_sa.sqlite.connection import check_target, display, driver_args, end_use, sqlite_url
+from harel_sa.sqlite.connection import (
+    check_target,
+    display,
+    driver_args,
+    end_use,
+    same_file,
+    sqlite_url,
+)
 from harel_sa.sqlite.driver import storage_errors
 from harel_sa.sqlite.transport import SqliteTransport
 from harel_sa.sqlite.watch import Watch, abandon
@@ -158,6 +165,10 @@ class AsyncSqliteTransport(AsyncTransport[E]):
     def database(self) -> str:
         """The database this transport opened, for messages and logs (no password)."""
         return self._where
+
+    async def _same_database_check(self) -> Callable[[tuple[Any, ...]], bool]:
+        mine = self._driver.watch.path if self._driver is not None else None
+        return lambda identity: same_file(identity[0], mine)
 
     def sync_twin(self) -> SqliteTransport[E]:
         """A new :class:`~harel_sa.SqliteTransport` on the same database, with the same

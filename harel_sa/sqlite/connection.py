@@ -231,3 +231,14 @@ def driver_args(url: URL, busy_timeout: float) -> tuple[list[Any], dict[str, Any
     )
     kwargs.setdefault("timeout", busy_timeout)
     return list(args), dict(kwargs)
+
+
+def same_file(path: object, mine: str | None) -> bool:
+    """Whether ``path`` (what a connection says its main file is) is ``mine``, a transport's;
+    never for a database in memory."""
+    if not path or not mine:
+        return False
+    try:
+        return os.path.samefile(str(path), mine)
+    except OSError:
+        return False

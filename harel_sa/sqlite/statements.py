@@ -66,16 +66,26 @@ def number_or_null(column: str) -> str:
     return f"CASE WHEN typeof({column}) IN ('integer', 'real') THEN {column} END"
 
 
-def positional(sql: str, *order: str) -> str:
+class Numbered(str):
+    """A statement bound by position (``?N``) that keeps its ``:name`` form (``named``), the
+    form a Core ``text()`` takes (:mod:`harel_sa.outbox`)."""
+
+    named: str
+
+
+def positional(sql: str, *order: str) -> Numbered:
     """``sql`` with each ``:name`` as ``?N``, ``N`` its place in ``order`` (from 1), to be bound
     from a tuple in that order; a name left unbound raises ``ValueError`` (a statement
     mistyped here, found at import, never at a call)."""
+    numbered = sql
     for number, name in enumerate(order, 1):
-        sql = re.sub(rf":{name}\b", f"?{number}", sql)
-    left = re.search(r":[A-Za-z_]\w*", sql)
+        numbered = re.sub(rf":{name}\b", f"?{number}", numbered)
+    left = re.search(r":[A-Za-z_]\w*", numbered)
     if left:
-        raise ValueError(f"{left.group()} is not in {order} for: {sql}")
-    return sql
+        raise ValueError(f"{left.group()} is not in {order} for: {numbered}")
+    found = Numbered(numbered)
+    found.named = sql
+    return found
 
 
 # The rules.
@@ -206,6 +216,10 @@ class Statements:
             f"AND {no_messages(m, f'{g}.group_id')}"
         )
         self.holds_lease = f"SELECT 1 FROM {m} WHERE seq = :seq AND locked_by = :locked_by"
+        # An ack's group dropped once empty, by name (the outbox's; batches use the sized form).
+        self.drop_group_if_empty = (
+            f"DELETE FROM {g} WHERE group_id = :group_id AND {no_messages(m, f'{g}.group_id')}"
+        )
         self._claims: dict[tuple[int, int], str] = {}
         self._claims_up_to: dict[tuple[int, int], str] = {}
         # A batch of acks: the rows of up to ROWS_AT_ONCE leases' messages, then the deletes

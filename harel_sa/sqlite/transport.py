@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from harel_sa import validate
 from harel_sa.calls import Bound, Call, Calls, Options, Synchronous
@@ -14,7 +14,7 @@ from harel_sa.events import E, Event
 from harel_sa.schema import DEFAULT_PREFIX
 from harel_sa.sqlite import startup
 from harel_sa.sqlite.backend import SQLITE
-from harel_sa.sqlite.connection import SyncConnection
+from harel_sa.sqlite.connection import SyncConnection, same_file
 from harel_sa.transports import Transport
 
 T = TypeVar("T")
@@ -69,6 +69,9 @@ class SqliteTransport(Transport[E]):
     def database(self) -> str:
         """The database this transport opened, for messages and logs (no password)."""
         return self._where
+
+    def _same_database(self, identity: tuple[Any, ...]) -> bool:
+        return same_file(identity[0], self._db.watch.path if self._db is not None else None)
 
     def _run(self, call: Bound[T]) -> T:
         db = self._db

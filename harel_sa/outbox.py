@@ -1,0 +1,519 @@
+"""Publish and settle inside the application's own transaction (the transactional outbox).
+
+:class:`Outbox` runs the queue's writes (``publish``, ``publish_many``, ``ack``, ``ack_many``,
+``nack``, ``dead_letter``) on a connection the application holds: a SQLAlchemy ``Connection``
+or ORM ``Session``; :class:`AsyncOutbox` on an ``AsyncConnection`` or ``AsyncSession``. A call
+joins the connection's transaction (begun if none is open) and commits and ends nothing: the
+application's commit makes it take effect, its rollback undoes it whole. Results keep their
+meaning: a stale lease's ``ack`` is ``False`` and deletes nothing. The arguments are checked as
+a transport checks them, before anything is sent. An outbox holds no connection of its own.
+
+Its statements are the dialect's own (:mod:`harel_sa.sqlite.statements`,
+:mod:`harel_sa.postgres.statements`), each turned once per prefix into a Core ``text()`` and
+executed through SQLAlchemy, so the application's engine events and logging see them; on
+PostgreSQL a publish's ``NOTIFY`` rides the transaction (idle workers wake at its commit).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic
+
+from pydantic import BaseModel
+from sqlalchemy import Connection, Engine, TextClause, text
+from sqlalchemy import event as events
+from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
+    AsyncEngine,
+    AsyncSession,
+    async_scoped_session,
+)
+from sqlalchemy.orm import Session, scoped_session
+
+from harel_sa import validate
+from harel_sa.calls import Row, message_row, message_rows
+from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
+from harel_sa.events import E, Event, Lease
+from harel_sa.schema import DEFAULT_PREFIX, Names
+
+
+@dataclass(slots=True)
+class Query:
+    """One statement of a program and its parameters (named)."""
+
+    statement: Any
+    params: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Result:
+    rows: list[tuple[Any, ...]]
+    rowcount: int
+
+    def one(self) -> tuple[Any, ...]:
+        return self.rows[0]
+
+
+Program = Generator[Any, Result, Any]
+
+
+class Outbox(Generic[E]):
+    """The queue's writes under ``prefix`` on the application's sync connections.
+
+    ``clock`` gives "now" (a publish's enqueue time, a park's end): by default ``time.time`` on
+    SQLite and the server's clock on PostgreSQL, as the transports read it. ``event_type`` is
+    what a published event must read as. ``same_database`` (a transport's) is given what the
+    connection says of its database, once per connection, and refuses it when it is False.
+    """
+
+    def __init__(
+        self,
+        prefix: str = DEFAULT_PREFIX,
+        *,
+        event_type: type[E] = Event,  # type: ignore[assignment]
+        clock: Callable[[], float] | None = None,
+        same_database: Callable[[tuple[Any, ...]], bool] | None = None,
+    ) -> None:
+        if clock is not None and not callable(clock):
+            raise InvalidArgumentTypeError("clock must be a callable returning epoch seconds")
+        if not (isinstance(event_type, type) and issubclass(event_type, BaseModel)):
+            raise InvalidArgumentTypeError("event_type must be a pydantic BaseModel subclass")
+        self.names = Names(prefix)
+        self.event_type = event_type
+        self.clock = clock
+        self.same_database = same_database
+        self._plans: dict[str, _Plan] = {}
+
+    @property
+    def prefix(self) -> str:
+        return self.names.prefix
+
+    def publish(
+        self,
+        connection: Connection | Session,
+        group_id: str,
+        event: BaseModel,
+        priority: int = 0,
+        routing_key: str | None = None,
+    ) -> None:
+        """Append ``event`` to ``group_id``'s queue in ``connection``'s transaction."""
+        row = message_row(self.event_type, group_id, event, priority, routing_key)
+        self._run(connection, lambda plan: plan.publish([row]))
+
+    def publish_many(
+        self,
+        connection: Connection | Session,
+        items: Iterable[tuple[str, BaseModel]],
+        *,
+        priority: int = 0,
+        routing_key: str | None = None,
+    ) -> None:
+        """Publish every ``(group_id, event)`` pair in ``connection``'s transaction."""
+        rows = message_rows(self.event_type, items, priority, routing_key)
+        self._run(connection, lambda plan: plan.publish(rows))
+
+    def ack(self, connection: Connection | Session, lease: Lease[E]) -> bool:
+        """Delete the leased message (and its group once empty) in ``connection``'s
+        transaction; ``False``, deleting nothing, if the lease was lost."""
+        checked = validate.lease(lease)
+        return bool(self._run(connection, lambda plan: plan.ack(checked)))
+
+    def ack_many(self, connection: Connection | Session, leases: Sequence[Lease[E]]) -> list[bool]:
+        """:meth:`ack` each lease, in ``connection``'s transaction."""
+        checked = validate.leases(leases)
+        return list(self._run(connection, lambda plan: plan.ack_many(checked)))
+
+    def nack(self, connection: Connection | Session, lease: Lease[E], delay: float = 0.0) -> bool:
+        """Free the message now (``delay == 0``) or park it for ``delay`` seconds, in
+        ``connection``'s transaction; ``False`` if the lease was lost."""
+        checked = validate.lease(lease)
+        wait = validate.seconds("delay", delay, allow_zero=True)
+        return bool(self._run(connection, lambda plan: plan.nack(checked, wait)))
+
+    def dead_letter(self, connection: Connection | Session, lease: Lease[E], reason: str) -> bool:
+        """Move the leased message to the dead table in ``connection``'s transaction;
+        ``False`` if the lease was lost."""
+        checked = validate.lease(lease)
+        why = validate.required_text("reason", reason)
+        return bool(self._run(connection, lambda plan: plan.dead_letter(checked, why)))
+
+    def _run(self, connection: object, make: Callable[[_Plan], Program]) -> Any:
+        conn = _sync_connection(connection)
+        plan = self._plan(conn.dialect.name)
+        execute = _sync_executor(conn)
+        if not conn.info.get(self._checked(plan)):
+            _drive(self._check(plan), execute)
+            conn.info[self._checked(plan)] = True
+        return _drive(make(plan), execute)
+
+    def _plan(self, dialect: str) -> _Plan:
+        plan = self._plans.get(dialect)
+        if plan is None:
+            plan = self._plans[dialect] = _plan_for(self.names, dialect, self.clock)
+        return plan
+
+    def _checked(self, plan: _Plan) -> str:
+        """The key, in a DBAPI connection's ``info``, that says it passed :meth:`_check`."""
+        return f"harel_sa.outbox.{id(self)}.{plan.checked}"
+
+    def _check(self, plan: _Plan) -> Program:
+        """Refuse, before anything is written, a connection whose settings would lose a commit,
+        or (with ``same_database``) one to another database."""
+        yield from plan.check_program()
+        if self.same_database is not None:
+            identity = (yield Query(plan.identity, {})).one()
+            if not self.same_database(identity):
+                raise InvalidArgumentError(
+                    "this connection is to another database than the transport's: its writes "
+                    "would not be the queue's"
+                )
+
+
+class AsyncOutbox(Outbox[E]):
+    """:class:`Outbox` on the application's ``AsyncConnection`` or ``AsyncSession``."""
+
+    async def publish(  # type: ignore[override]
+        self,
+        connection: AsyncConnection | AsyncSession,
+        group_id: str,
+        event: BaseModel,
+        priority: int = 0,
+        routing_key: str | None = None,
+    ) -> None:
+        row = message_row(self.event_type, group_id, event, priority, routing_key)
+        await self._arun(connection, lambda plan: plan.publish([row]))
+
+    async def publish_many(  # type: ignore[override]
+        self,
+        connection: AsyncConnection | AsyncSession,
+        items: Iterable[tuple[str, BaseModel]],
+        *,
+        priority: int = 0,
+        routing_key: str | None = None,
+    ) -> None:
+        rows = message_rows(self.event_type, items, priority, routing_key)
+        await self._arun(connection, lambda plan: plan.publish(rows))
+
+    async def ack(  # type: ignore[override]
+        self, connection: AsyncConnection | AsyncSession, lease: Lease[E]
+    ) -> bool:
+        checked = validate.lease(lease)
+        return bool(await self._arun(connection, lambda plan: plan.ack(checked)))
+
+    async def ack_many(  # type: ignore[override]
+        self, connection: AsyncConnection | AsyncSession, leases: Sequence[Lease[E]]
+    ) -> list[bool]:
+        checked = validate.leases(leases)
+        return list(await self._arun(connection, lambda plan: plan.ack_many(checked)))
+
+    async def nack(  # type: ignore[override]
+        self, connection: AsyncConnection | AsyncSession, lease: Lease[E], delay: float = 0.0
+    ) -> bool:
+        checked = validate.lease(lease)
+        wait = validate.seconds("delay", delay, allow_zero=True)
+        return bool(await self._arun(connection, lambda plan: plan.nack(checked, wait)))
+
+    async def dead_letter(  # type: ignore[override]
+        self, connection: AsyncConnection | AsyncSession, lease: Lease[E], reason: str
+    ) -> bool:
+        checked = validate.lease(lease)
+        why = validate.required_text("reason", reason)
+        return bool(await self._arun(connection, lambda plan: plan.dead_letter(checked, why)))
+
+    async def _arun(self, connection: object, make: Callable[[_Plan], Program]) -> Any:
+        conn = await _async_connection(connection)
+        plan = self._plan(conn.dialect.name)
+        info = conn.sync_connection.info if conn.sync_connection is not None else {}
+        if not info.get(self._checked(plan)):
+            await _adrive(self._check(plan), conn)
+            info[self._checked(plan)] = True
+        return await _adrive(make(plan), conn)
+
+
+def sqlite_transactions(engine: Engine | AsyncEngine, *, busy_timeout: float = 5.0) -> None:
+    """Make an application's SQLite engine's transactions real, as SQLAlchemy's documentation
+    recommends: the driver opens none of its own (by default it begins one only at the first
+    write, so a transaction's reads run outside it), and each begins with ``BEGIN IMMEDIATE``,
+    taking the write lock at once (waiting up to ``busy_timeout``): what a transaction read
+    stays true until its writes commit. Call it once, on an engine of your own, before it
+    connects; do not use ``isolation_level="AUTOCOMMIT"`` on that engine (a begin would then
+    hold the lock)."""
+    sync = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+    if sync.dialect.name != "sqlite":
+        raise InvalidArgumentError(
+            f"sqlite_transactions is for SQLite engines, not {sync.dialect.name}"
+        )
+    wait = int(validate.seconds("busy_timeout", busy_timeout, allow_zero=True) * 1000)
+
+    @events.listens_for(sync, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {wait}")
+        cursor.close()
+
+    @events.listens_for(sync, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+# -- connections ----------------------------------------------------------------------------
+
+
+def _sync_connection(connection: object) -> Connection:
+    if isinstance(connection, scoped_session):  # Flask-SQLAlchemy's ``db.session``
+        connection = connection()
+    if isinstance(connection, Session):
+        connection = connection.connection()
+    if not isinstance(connection, Connection):
+        raise InvalidArgumentTypeError(
+            "connection must be a SQLAlchemy Connection or ORM Session (an AsyncConnection or "
+            f"AsyncSession goes to AsyncOutbox), not {type(connection).__name__}"
+        )
+    if connection.closed or connection.invalidated:
+        raise InvalidArgumentError("the connection is closed")
+    return connection
+
+
+async def _async_connection(connection: object) -> AsyncConnection:
+    if isinstance(connection, async_scoped_session):
+        connection = connection()
+    if isinstance(connection, AsyncSession):
+        connection = await connection.connection()
+    if not isinstance(connection, AsyncConnection):
+        raise InvalidArgumentTypeError(
+            "connection must be a SQLAlchemy AsyncConnection or AsyncSession (a Connection or "
+            f"Session goes to Outbox), not {type(connection).__name__}"
+        )
+    if connection.closed or connection.invalidated:
+        raise InvalidArgumentError("the connection is closed")
+    return connection
+
+
+# -- running a program ----------------------------------------------------------------------
+
+Executor = Callable[[TextClause, dict[str, Any]], Result]
+
+
+def _sync_executor(conn: Connection) -> Executor:
+    def execute(statement: TextClause, params: dict[str, Any]) -> Result:
+        return _result(conn.execute(statement, params))
+
+    return execute
+
+
+def _result(done: Any) -> Result:
+    """A statement's rows, and how many rows it changed or returned (a statement that returns
+    rows, ``UPDATE ... RETURNING`` or a ``SELECT`` over one, counts those, as the transports'
+    own drivers count them)."""
+    if done.returns_rows:
+        rows = [tuple(r) for r in done]
+        return Result(rows, len(rows))
+    return Result([], done.rowcount)
+
+
+def _drive(program: Program, execute: Executor) -> Any:
+    try:
+        query = next(program)
+        while True:
+            query = program.send(execute(query.statement, query.params))
+    except StopIteration as done:
+        return done.value
+
+
+async def _adrive(program: Program, conn: AsyncConnection) -> Any:
+    try:
+        query = next(program)
+        while True:
+            query = program.send(_result(await conn.execute(query.statement, query.params)))
+    except StopIteration as stopped:
+        return stopped.value
+
+
+# -- the dialects' programs -----------------------------------------------------------------
+
+
+class _Plan:
+    """One dialect's writes under one prefix, as programs of ``text()`` statements."""
+
+    checked: str  # the dialect and prefix, in the key that marks a connection checked
+
+    def publish(self, rows: list[Row]) -> Program:
+        raise NotImplementedError
+
+    def ack(self, lease: Lease[Any]) -> Program:
+        raise NotImplementedError
+
+    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Program:
+        raise NotImplementedError
+
+    def nack(self, lease: Lease[Any], delay: float) -> Program:
+        raise NotImplementedError
+
+    def dead_letter(self, lease: Lease[Any], reason: str) -> Program:
+        raise NotImplementedError
+
+    #: What a connection says of its database (compared by a transport's ``same_database``).
+    identity: TextClause
+
+    def check_program(self) -> Program:
+        """Refuse a connection whose settings would lose what the caller believes committed."""
+        yield from ()
+
+
+def _plan_for(names: Names, dialect: str, clock: Callable[[], float] | None) -> _Plan:
+    if dialect == "sqlite":
+        return _SqlitePlan(names, clock or time.time)
+    if dialect == "postgresql":
+        return _PostgresPlan(names, clock)
+    raise InvalidArgumentError(
+        f"harel_sa keeps its queue on SQLite or PostgreSQL, not on {dialect!r}"
+    )
+
+
+class _SqlitePlan(_Plan):
+    def __init__(self, names: Names, clock: Callable[[], float]) -> None:
+        from harel_sa.sqlite.statements import statements_for
+
+        st = statements_for(names)
+        self.clock = clock
+        self.checked = f"harel_sa.outbox.sqlite.{names.prefix}"
+        named = {
+            key: text(getattr(value, "named", value))
+            for key, value in {
+                "insert_message": st.insert_message,
+                "insert_group": st.insert_group,
+                "delete_leased": st.delete_leased,
+                "drop_group_if_empty": st.drop_group_if_empty,
+                "release_lease": st.release_lease,
+                "park": st.park,
+                "move_group_to_park_end": st.move_group_to_park_end,
+                "holds_lease": st.holds_lease,
+                "copy_to_dead": st.copy_to_dead,
+                "delete_message": st.delete_message,
+                "drop_group_of_dead": st.drop_group_of_dead,
+            }.items()
+        }
+        self.st = named
+        self.settings = text("SELECT * FROM pragma_synchronous, pragma_journal_mode")
+        self.identity = text("SELECT file FROM pragma_database_list WHERE name = 'main'")
+
+    def publish(self, rows: list[Row]) -> Program:
+        now = self.clock()
+        for group_id, event, priority, routing_key in rows:
+            yield Query(
+                self.st["insert_message"], {"group_id": group_id, "event": event, "now": now}
+            )
+            yield Query(
+                self.st["insert_group"],
+                {"group_id": group_id, "priority": priority, "routing_key": routing_key},
+            )
+
+    def ack(self, lease: Lease[Any]) -> Program:
+        fence = {"seq": lease.seq, "locked_by": lease.locked_by}
+        if (yield Query(self.st["delete_leased"], fence)).rowcount != 1:
+            return False
+        yield Query(self.st["drop_group_if_empty"], {"group_id": lease.group_id})
+        return True
+
+    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Program:
+        took = []
+        for lease in leases:
+            took.append((yield from self.ack(lease)))
+        return took
+
+    def nack(self, lease: Lease[Any], delay: float) -> Program:
+        fence = {"seq": lease.seq, "locked_by": lease.locked_by}
+        if delay == 0:
+            return (yield Query(self.st["release_lease"], fence)).rowcount == 1
+        until = self.clock() + delay
+        if (yield Query(self.st["park"], {**fence, "until": until})).rowcount != 1:
+            return False
+        yield Query(self.st["move_group_to_park_end"], {"until": until, "group_id": lease.group_id})
+        return True
+
+    def dead_letter(self, lease: Lease[Any], reason: str) -> Program:
+        from harel_sa.sqlite.operations import _MAX_ERROR as MAX_ERROR
+
+        fence = {"seq": lease.seq, "locked_by": lease.locked_by}
+        if not (yield Query(self.st["holds_lease"], fence)).rows:
+            return False
+        by_seq = {"seq": lease.seq}
+        yield Query(
+            self.st["copy_to_dead"], {**by_seq, "error": reason[:MAX_ERROR], "now": self.clock()}
+        )
+        yield Query(self.st["delete_message"], by_seq)
+        yield Query(self.st["drop_group_of_dead"], by_seq)
+        return True
+
+    def check_program(self) -> Program:
+        synchronous, journal = (yield Query(self.settings, {})).one()
+        if int(synchronous) == 0 or str(journal).lower() in ("off", "memory"):
+            raise InvalidArgumentError(
+                f"this SQLite connection has synchronous={synchronous} and "
+                f"journal_mode={journal}: a commit there can be lost (OFF) or left half-done "
+                "(no journal); harel_sa writes only where a commit is durable"
+            )
+
+
+class _PostgresPlan(_Plan):
+    """PostgreSQL's own operations (:mod:`harel_sa.postgres.operations`), each statement
+    as a ``text()`` of its ``$n`` form with the names back."""
+
+    def __init__(self, names: Names, clock: Callable[[], float] | None) -> None:
+        from harel_sa.postgres import operations
+        from harel_sa.postgres.statements import IDENTITY, statements_for
+
+        self.ops = operations
+        self.clock = clock
+        self.st = statements_for(names, clock is None)
+        self.identity = text(IDENTITY)
+        self.checked = f"harel_sa.outbox.postgresql.{names.prefix}"
+        self._texts: dict[int, TextClause] = {}
+
+    def _program(self, call: Any) -> Program:
+        if isinstance(call, self.ops.One):
+            return call.read(self._result((yield self._query(call.query))))
+        program = call.start()
+        try:
+            query = next(program)
+            while True:
+                query = program.send(self._result((yield self._query(query))))
+        except StopIteration as done:
+            return done.value
+
+    def _result(self, result: Result) -> Any:
+        return self.ops.Result(result.rows, result.rowcount)
+
+    def _query(self, query: Any) -> Query:
+        statement = query.statement
+        clause = self._texts.get(id(statement))
+        if clause is None:
+            names = statement.names
+            sql = re.sub(r"\$(\d+)", lambda m: f":{names[int(m[1]) - 1]}", statement.sql.decode())
+            # ``:name::type`` would not read as a parameter: ``:name ::type`` does.
+            clause = self._texts[id(statement)] = text(re.sub(r"(:\w+)::", r"\1 ::", sql))
+        return Query(clause, query.params)
+
+    def publish(self, rows: list[Row]) -> Program:
+        return self._program(self.ops.publish(self.st, self.clock, rows))
+
+    def ack(self, lease: Lease[Any]) -> Program:
+        return self._program(self.ops.ack(self.st, lease))
+
+    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Program:
+        # One ack after the other, as the batch statement acts (its keys array mixes seqs and
+        # holders, which only the transport's own binary dumping sends).
+        took = []
+        for lease in leases:
+            took.append((yield from self.ack(lease)))
+        return took
+
+    def nack(self, lease: Lease[Any], delay: float) -> Program:
+        return self._program(self.ops.nack(self.st, self.clock, lease, delay))
+
+    def dead_letter(self, lease: Lease[Any], reason: str) -> Program:
+        return self._program(self.ops.dead_letter(self.st, self.clock, lease, reason))
