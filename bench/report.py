@@ -9,6 +9,7 @@ import batches
 import charts
 import harel_peer
 import one_cpu
+import outbox
 import pg_bench
 import pg_pooler
 import upgrade_locks
@@ -518,6 +519,7 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
         ("pg", pg_bench.section),
         ("pooler", pg_pooler.section),
         ("upgrade", upgrade_locks.section),
+        ("outbox", outbox.section),
     ):
         if key in r:
             lines += [*fn(r[key]), ""]

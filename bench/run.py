@@ -34,6 +34,7 @@ sys.path.insert(0, str(HERE))
 import batches  # noqa: E402
 import harel_peer  # noqa: E402
 import one_cpu  # noqa: E402
+import outbox  # noqa: E402
 import pg_bench  # noqa: E402
 import pg_pooler  # noqa: E402
 import procs  # noqa: E402
@@ -45,7 +46,7 @@ from common import Config  # noqa: E402
 
 WORKLOADS = (
     "w1", "w2", "w3", "w4", "w5", "w6", "w7", "fast", "batch", "cpu", "harel", "pg", "pooler",
-    "upgrade",
+    "upgrade", "outbox",
 )  # fmt: skip
 W3_VARIANTS = ("plain", "fused", "pause", "retry", "flock", "handoff", "baseline")
 W3_QUICK = ("plain", "handoff", "baseline")
@@ -162,6 +163,7 @@ def main(argv: list[str]) -> int:
         "pg": lambda: pg_bench.run(cfg),
         "pooler": lambda: pg_pooler.run(cfg),
         "upgrade": lambda: upgrade_locks.run(cfg),
+        "outbox": lambda: outbox.run(cfg),
     }
     results: dict[str, Any] = {}
     timings: dict[str, float] = {}

@@ -11,21 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from pydantic import BaseModel
+from sqlalchemy import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.orm import Session
 
 from harel_sa import settlements
 from harel_sa.calls import Bound, Calls
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
-
-if TYPE_CHECKING:
-    from sqlalchemy import Connection
-    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
-    from sqlalchemy.orm import Session
-
-    from harel_sa.outbox import AsyncOutbox, Outbox
+from harel_sa.outbox import AsyncOutbox, Outbox
 
 T = TypeVar("T")
 
@@ -48,8 +45,6 @@ class Transport(Generic[E]):
         """The :class:`~harel_sa.outbox.Outbox` behind ``connection=``: this queue's writes on
         the application's connections to this transport's database."""
         if self._outbox is None:
-            from harel_sa.outbox import Outbox
-
             self._outbox = Outbox(
                 self.prefix,
                 event_type=self._calls.options.event_type,
@@ -322,8 +317,6 @@ class AsyncTransport(Generic[E]):
         """The :class:`~harel_sa.outbox.AsyncOutbox` behind ``connection=`` (see
         :meth:`Transport.outbox`)."""
         if self._outbox is None:
-            from harel_sa.outbox import AsyncOutbox
-
             self._outbox = AsyncOutbox(
                 self.prefix,
                 event_type=self._calls.options.event_type,

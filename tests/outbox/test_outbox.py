@@ -21,11 +21,30 @@ from harel_sa.outbox import AsyncOutbox, Outbox
 VIS = 30.0
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+#: The application's driver for each database, sync; its async one (:func:`async_url`).
+DRIVERS = {"sqlite": "sqlite", "psycopg": "postgresql+psycopg", "psycopg2": "postgresql+psycopg2"}
+ASYNC = {"sqlite": "sqlite+aiosqlite", "postgresql+psycopg": "postgresql+psycopg_async",
+         "postgresql+psycopg2": "postgresql+asyncpg"}  # fmt: skip
+
+
+@pytest.fixture(params=list(DRIVERS))
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The database as the application's engine names it: a SQLite file, or PostgreSQL
+    through psycopg 3 or psycopg2 (and, async, through psycopg 3 or asyncpg)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'app.db'}"
-    return str(request.getfixturevalue("pg_url")).replace("postgresql://", "postgresql+psycopg://")
+    pg = str(request.getfixturevalue("pg_url"))
+    return pg.replace("postgresql://", f"{DRIVERS[request.param]}://")
+
+
+def async_url(url: str) -> str:
+    scheme, rest = url.split("://", 1)
+    return f"{ASYNC[scheme]}://{rest}"
+
+
+def own_url(url: str) -> str:
+    """The URL the transport is given (its own driver)."""
+    return url.replace("+psycopg2", "").replace("+psycopg", "")
 
 
 @pytest.fixture
@@ -37,7 +56,7 @@ def queue(url: str) -> Iterator[Any]:
     else:
         from harel_sa import PostgresTransport
 
-        q = PostgresTransport(url)
+        q = PostgresTransport(own_url(url))
     with q:
         yield q
 
@@ -163,11 +182,9 @@ def test_on_postgresql_a_publish_is_invisible_until_the_commit(
 
 
 def test_async_connection_and_session(url: str, queue: Any) -> None:
-    async_url = url.replace("sqlite:", "sqlite+aiosqlite:").replace("+psycopg:", "+psycopg_async:")
-
     async def main() -> None:
         outbox: AsyncOutbox[Event] = AsyncOutbox()
-        engine = create_async_engine(async_url)
+        engine = create_async_engine(async_url(url))
         try:
             async with engine.connect() as conn:
                 await outbox.publish(conn, "a", Event(kind="kept"))
@@ -231,8 +248,6 @@ def test_a_connection_to_another_database_is_refused(
 
 
 def test_an_async_transport_takes_the_applications_async_session(url: str, queue: Any) -> None:
-    async_url = url.replace("sqlite:", "sqlite+aiosqlite:").replace("+psycopg:", "+psycopg_async:")
-
     async def main() -> None:
         if url.startswith("sqlite"):
             from harel_sa import AsyncSqliteTransport
@@ -241,8 +256,8 @@ def test_an_async_transport_takes_the_applications_async_session(url: str, queue
         else:
             from harel_sa import AsyncPostgresTransport
 
-            transport = await AsyncPostgresTransport.create(url)
-        engine = create_async_engine(async_url)
+            transport = await AsyncPostgresTransport.create(own_url(url))
+        engine = create_async_engine(async_url(url))
         try:
             async with AsyncSession(engine) as session:
                 await transport.publish("g", Event(kind="kept"), connection=session)
@@ -301,3 +316,61 @@ def test_sqlite_transactions_make_a_read_and_its_writes_one_transaction(
     assert order == (["mine", "other"] if configured else ["other", "mine"])
     other.close()
     engine.dispose()
+
+
+def test_on_postgresql_a_waiting_worker_wakes_at_the_applications_commit(
+    request: pytest.FixtureRequest,
+) -> None:
+    """The publish's NOTIFY rides the application's transaction: nothing wakes a listener
+    before its commit, and the commit does."""
+    import threading
+
+    from harel_sa import PostgresTransport
+
+    url = str(request.getfixturevalue("pg_url"))
+    with PostgresTransport(url) as queue:
+        assert queue.wait_for_messages(0.1)  # the first wait connects the listener
+        woke: list[bool] = []
+        waiter = threading.Thread(target=lambda: woke.append(queue.wait_for_messages(20.0)))
+        engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+        with engine.connect() as conn:
+            waiter.start()
+            Outbox().publish(conn, "g", Event(kind="news"))
+            waiter.join(1.0)
+            assert waiter.is_alive()  # published, not committed: nothing to wake for
+            conn.commit()
+        waiter.join(10.0)
+        assert woke == [True]
+        engine.dispose()
+
+
+def test_every_statement_on_the_applications_connection_is_a_compiled_text_construct(
+    url: str, engine: Engine, queue: Any
+) -> None:
+    """What the application's engine sees (its ``before_cursor_execute`` event, as its logging
+    and instrumentation do) is, statement for statement, SQLAlchemy's compilation of one of the
+    outbox's ``text()`` constructs for that dialect: no string that skipped SQLAlchemy."""
+    from sqlalchemy import TextClause
+
+    outbox: Outbox[Event] = Outbox()
+    seen: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda c, cur, sql, *rest: seen.append(sql))
+    queue.publish("g", Event(kind="one"))
+    lease = queue.claim("w", VIS)
+    with engine.connect() as conn:
+        outbox.publish(conn, "g", Event(kind="two"))
+        outbox.publish_many(conn, [("h", Event(kind="three")), ("i", Event(kind="four"))])
+        assert outbox.nack(conn, lease, 0.0)
+        conn.commit()
+    lease, other = queue.claim("w", VIS), queue.claim("w", VIS)
+    with engine.connect() as conn:
+        assert outbox.ack(conn, lease)
+        assert outbox.dead_letter(conn, other, "x")
+        conn.commit()
+    plan = outbox._plan(engine.dialect.name)
+    found: list[object] = []
+    for value in vars(plan).values():  # the plan's constructs, and those in its dicts
+        found += list(value.values()) if isinstance(value, dict) else [value]
+    clauses = [value for value in found if isinstance(value, TextClause)]
+    compiled = {str(clause.compile(dialect=engine.dialect)) for clause in clauses}
+    assert seen and all(sql in compiled for sql in seen), [s for s in seen if s not in compiled]

@@ -50,6 +50,11 @@ class Twins:
 
 
 CONTEXT = {"__enter__": "__aenter__", "__exit__": "__aexit__"}
+#: The writes that take the application's connection: a sync one, or an async one.
+CONNECTION = {
+    (write, "connection"): "the application's connection: a sync one, or an async one"
+    for write in ("publish", "publish_many", "ack", "ack_many", "nack", "dead_letter")
+}
 
 TWINS = [
     Twins(
@@ -58,14 +63,17 @@ TWINS = [
         renamed={"__init__": "create", **CONTEXT},
         # sync_twin: a thread's way into the async one's database; __init__: internal (create)
         only_async=frozenset({"sync_twin", "__init__"}),
-        returns_differ=frozenset({"__init__", "__enter__"}),  # each returns its own class
+        # each returns its own class; outbox: an Outbox or an AsyncOutbox
+        returns_differ=frozenset({"__init__", "__enter__", "outbox"}),
+        differ=CONNECTION,
     ),
     Twins(
         PostgresTransport,
         AsyncPostgresTransport,
         renamed={"__init__": "create", **CONTEXT},
         only_async=frozenset({"sync_twin", "__init__"}),
-        returns_differ=frozenset({"__init__", "__enter__"}),
+        returns_differ=frozenset({"__init__", "__enter__", "outbox"}),
+        differ=CONNECTION,
     ),
     Twins(
         Worker,
