@@ -96,7 +96,8 @@ class _Driver:
     def run(self, call: Call[T]) -> asyncio.Future[T]:
         """``call`` handed to the driver's thread; the future holds its result."""
         self.watch.before()  # in a forked child the driver's thread does not even exist
-        return in_thread(self.conn, lambda c: self.watch.run(call, c))
+        watch = self.watch  # the job must not hold this driver (see in_thread)
+        return in_thread(self.conn, lambda c: watch.run(call, c))
 
     async def close(self) -> None:
         if self.watch.forked:
@@ -249,5 +250,10 @@ def in_thread(
     if not conn._running or conn._connection is None:  # as _execute: nobody would serve it
         raise ValueError("Connection closed")
     future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-    conn._tx.put_nowait((future, lambda: fn(conn._conn)))
+    # The job holds the sqlite3 connection, never the aiosqlite one (nor anything that holds
+    # it): aiosqlite's thread keeps its last job while it waits for the next, and only a
+    # collected aiosqlite connection stops a thread nobody closed (a forgotten close() would
+    # otherwise keep the interpreter from exiting).
+    raw = conn._conn
+    conn._tx.put_nowait((future, lambda: fn(raw)))
     return future
