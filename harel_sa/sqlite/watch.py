@@ -9,12 +9,11 @@ A :class:`Watch` belongs to one driver connection and wraps every operation run 
   that opened a *fresh* connection to a file its parent had open lost three quarters of its
   committed writes when the parent closed its own. So a transport on such a file is refused
   in the child too, at open, before a connection exists.
-- **The file.** After an operation the path is ``stat``-ed and compared with the file the
-  connection opened: after every operation that raised, and after the others once at least
-  :data:`FILE_CHECK_INTERVAL` has passed since the last look (a ``stat`` costs 1-2 µs, a
-  tenth of a cheap claim; a clock read costs 0.1 µs). Once the file was deleted, renamed or
-  replaced, that operation and every later one raise :class:`~harel_sa.DatabaseReplacedError`:
-  within a millisecond, writes into a file nobody else will see are reported, not acknowledged.
+- **The file.** After every operation, before its result is returned, the path is
+  ``stat``-ed and compared with the file the connection opened (a ``stat`` is far cheaper
+  than the commit before it). Once the file was deleted, renamed or replaced, that operation and
+  every later one raise :class:`~harel_sa.DatabaseReplacedError`: a write into a file nobody
+  else will see is reported, never acknowledged.
   The log is then checkpointed into the old file and emptied (``TRUNCATE``): its ``-wal`` and
   ``-shm`` files keep the path's name, and would otherwise lay the old queue's pages over the
   file now at the path (measured: a restored backup read back as the queue it replaced).
@@ -38,7 +37,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from time import monotonic
 from typing import TypeVar
 
 from harel_sa.errors import DatabaseReplacedError, ForkedError
@@ -51,9 +49,6 @@ log = logging.getLogger("harel_sa")
 #: The write-ahead log's size past which a transport forces a ``RESTART`` checkpoint; also the
 #: ``journal_size_limit`` it sets, the size the log is cut back to once restarted.
 WAL_LIMIT = 16 * 1024 * 1024
-#: The longest a transport goes, between operations, without checking that its path still
-#: names its file (seconds, on the monotonic clock).
-FILE_CHECK_INTERVAL = 0.001
 #: How many operations pass between two looks at the log's size (one ``stat`` each).
 WAL_CHECK_EVERY = 256
 #: The longest a forced checkpoint keeps trying while readers hold the log (seconds).
@@ -129,7 +124,6 @@ class Watch:
         "file",
         "generation",
         "lost",
-        "next_file_check",
         "next_wal_check",
         "ops",
         "path",
@@ -153,7 +147,6 @@ class Watch:
         self.blocked = False
         _watches.add(self)
         self.ops = 0
-        self.next_file_check = 0.0
         self.next_wal_check = WAL_CHECK_EVERY
         self.wal_trigger = WAL_LIMIT
 
@@ -184,10 +177,7 @@ class Watch:
         except BaseException:
             self._check_file(conn)
             raise
-        now = monotonic()
-        if now >= self.next_file_check:
-            self.next_file_check = now + FILE_CHECK_INTERVAL
-            self._check_file(conn)
+        self._check_file(conn)
         self.ops += 1
         if self.ops >= self.next_wal_check:
             self._bound_wal(conn)
