@@ -67,7 +67,7 @@ def message_row(
         validate.group_id(group_id),
         validate.event(event, event_type),
         validate.priority("priority", priority),
-        validate.optional_text("routing_key", routing_key),
+        validate.routing_key(routing_key),
     )
 
 
@@ -79,7 +79,7 @@ def message_rows(
     if isinstance(items, str | bytes) or not isinstance(items, Iterable):
         raise InvalidArgumentTypeError("items must be an iterable of (group_id, event) pairs")
     level = validate.priority("priority", priority)
-    key = validate.optional_text("routing_key", routing_key)
+    key = validate.routing_key(routing_key)
     group_id, event = validate.group_id, validate.event
     rows = []
     for item in items:
@@ -103,7 +103,7 @@ def claim_spec(
     floor = validate.floor("min_priority", min_priority)
     return ClaimSpec(
         event_type=event_type,
-        worker_id=validate.required_text("worker_id", worker_id),
+        worker_id=validate.worker_id(worker_id),
         visibility=validate.seconds("visibility", visibility, allow_zero=False),
         min_priority=min(floor, MAX_PRIORITY),
         routing_keys=validate.routing_keys(routing_keys) or (),
@@ -308,7 +308,7 @@ class Calls(Generic[E]):
             statements=self.statements,
             clock=self.clock,
             spec=spec,
-            limit=validate.count("limit", limit),
+            limit=validate.limit(limit),
         )
 
     def ack_many(self, leases: object) -> Bound[list[bool]]:
@@ -330,7 +330,7 @@ class Calls(Generic[E]):
             clock=self.clock,
             leases=validate.leases(leases),
             spec=spec,
-            limit=validate.count("limit", limit),
+            limit=validate.limit(limit),
         )
 
     def ack(self, lease: object) -> Bound[bool]:
@@ -371,7 +371,7 @@ class Calls(Generic[E]):
             statements=self.statements,
             clock=self.clock,
             group_id=validate.group_filter(group_id),
-            limit=validate.count("limit", limit),
+            limit=validate.limit(limit),
         )
 
     def release(self, group_id: object) -> Bound[int]:
@@ -392,7 +392,7 @@ class Calls(Generic[E]):
             statements=self.statements,
             group_id=validate.group_filter(group_id),
             seqs=validate.seqs(seqs),
-            limit=validate.count("limit", limit),
+            limit=validate.limit(limit),
         )
 
     def requeue_dead(self, group_id: object, seqs: object) -> Bound[int]:

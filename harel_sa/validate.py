@@ -3,6 +3,21 @@
 Each check returns the value in the form the statements want, or raises an
 :class:`~harel_sa.InvalidArgumentError` (a ``ValueError``) or
 :class:`~harel_sa.InvalidArgumentTypeError` (a ``TypeError``) that names the argument.
+
+The bounds, the same on every backend:
+
+- an id (a group id, a routing key, a worker id, an admin call's group filter) is at most
+  :data:`MAX_ID_BYTES` (1,024) bytes of UTF-8: PostgreSQL's btree index entries hold at most
+  about 2,700 bytes, and each of its indexes on ids holds one id beside a few numbers (a worker
+  id, not indexed, is held to the same rule). Bytes, not characters: 1,024 characters could be
+  4,096 bytes. The bound is for arguments only: a longer id another program stored is read and
+  claimed;
+- a limit (``claim_many``'s, ``peek``'s, ``dead``'s) is an ``int`` in 1-:data:`MAX_LIMIT`;
+- a seq is a signed 64-bit ``int`` (:data:`MIN_SEQ`-:data:`MAX_SEQ`), what both backends'
+  ``seq`` columns hold.
+
+NUL (``"\\x00"``) is refused by PostgreSQL's backend alone, with :func:`no_nul`: its text
+cannot hold one, SQLite's can (and its transports store it, as harel's does).
 """
 
 from __future__ import annotations
@@ -15,6 +30,15 @@ from pydantic import BaseModel
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import Lease
 from harel_sa.schema import MAX_PRIORITY
+
+#: The longest id an argument may give, in bytes of UTF-8 (see the module's docstring).
+MAX_ID_BYTES = 1024
+#: The largest ``limit``: any batch or listing larger is a caller's error, not a request.
+MAX_LIMIT = 2**31 - 1
+#: The seqs a row can have: both backends store a seq as a signed 64-bit integer.
+MIN_SEQ, MAX_SEQ = -(2**63), 2**63 - 1
+# No str this short can be over MAX_ID_BYTES (4 bytes at most per character): no measuring.
+_SHORT_ID = MAX_ID_BYTES // 4
 
 
 def text(name: str, value: object) -> str:
@@ -44,6 +68,30 @@ def _encodable(name: str, value: str) -> None:
         ) from None
 
 
+def identifier(name: str, value: object, *, empty: bool = False) -> str:
+    """An id: :func:`required_text` (:func:`text` with ``empty``), at most
+    :data:`MAX_ID_BYTES` bytes of UTF-8."""
+    checked = text(name, value) if empty else required_text(name, value)
+    if len(checked) > _SHORT_ID:
+        size = len(checked) if checked.isascii() else len(checked.encode("utf-8"))
+        if size > MAX_ID_BYTES:
+            raise InvalidArgumentError(
+                f"{name} must be at most {MAX_ID_BYTES} UTF-8 bytes, not {size} "
+                f"({checked!r:.40}...)"
+            )
+    return checked
+
+
+def no_nul(name: str, value: str | None) -> None:
+    """PostgreSQL's check of a text argument, before anything is sent: its text cannot hold
+    NUL (SQLite's can). psycopg refuses a lone text holding one itself, but sends one inside an
+    array, for the server to refuse as a storage error after the statement began."""
+    if value is not None and "\x00" in value:
+        raise InvalidArgumentError(
+            f"{name} holds NUL (\\x00), which PostgreSQL cannot store: {value!r:.80}"
+        )
+
+
 def storable(value: str) -> str:
     """``value`` as text every backend stores, for free text made of other text (a worker's
     dead-letter reason quoting a handler's exception): a lone surrogate (UTF-8 cannot hold
@@ -55,20 +103,26 @@ def storable(value: str) -> str:
     return escaped.replace("\x00", "\\x00")
 
 
-def optional_text(name: str, value: object) -> str | None:
-    return None if value is None else required_text(name, value)
-
-
 def group_id(value: object) -> str:
-    """A message's group id: any ``str`` that can be stored, ``""`` included (the harel engine
+    """A message's group id: an :func:`identifier`, ``""`` included (the harel engine
     publishes an execution created with ``execution_id=""`` to the group ``""``)."""
-    return text("group_id", value)
+    return identifier("group_id", value, empty=True)
 
 
 def group_filter(value: object) -> str | None:
     """An admin call's group: ``None`` for every group, else the group of that id (``""`` is
     the group named ``""``)."""
-    return None if value is None else text("group_id", value)
+    return None if value is None else identifier("group_id", value, empty=True)
+
+
+def worker_id(value: object) -> str:
+    """A worker's id: a non-empty :func:`identifier`."""
+    return identifier("worker_id", value)
+
+
+def routing_key(value: object) -> str | None:
+    """A publish's routing key: ``None`` (none), else a non-empty :func:`identifier`."""
+    return None if value is None else identifier("routing_key", value)
 
 
 def seconds(name: str, value: object, *, allow_zero: bool) -> float:
@@ -109,8 +163,18 @@ def count(name: str, value: object) -> int:
     return value
 
 
+def limit(value: object) -> int:
+    """A call's ``limit``: a :func:`count` of at most :data:`MAX_LIMIT` (SQLite's driver
+    cannot bind an ``int`` past 64 bits, PostgreSQL's ``LIMIT`` takes one)."""
+    checked = count("limit", value)
+    if checked > MAX_LIMIT:
+        raise InvalidArgumentError(f"limit must be <= {MAX_LIMIT}, not {checked}")
+    return checked
+
+
 def seqs(value: object) -> tuple[int, ...] | None:
-    """``None`` (no filter) or a collection of message ids."""
+    """``None`` (no filter) or a collection of message ids, each in
+    :data:`MIN_SEQ`-:data:`MAX_SEQ` (a seq no row can have is a caller's error, not a miss)."""
     if value is None:
         return None
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
@@ -119,6 +183,10 @@ def seqs(value: object) -> tuple[int, ...] | None:
     for item in items:
         if isinstance(item, bool) or not isinstance(item, int):
             raise InvalidArgumentTypeError(f"seqs must hold int, not {type(item).__name__}")
+        if not MIN_SEQ <= item <= MAX_SEQ:
+            raise InvalidArgumentError(
+                f"seqs must hold signed 64-bit integers ({MIN_SEQ} to {MAX_SEQ}), not {item}"
+            )
     return items
 
 
@@ -131,7 +199,7 @@ def routing_keys(value: object) -> tuple[str, ...] | None:
             "routing_keys must be a list or tuple of str (a bare str is ambiguous), "
             f"not {type(value).__name__}"
         )
-    keys = tuple(dict.fromkeys(required_text("routing key", key) for key in value))
+    keys = tuple(dict.fromkeys(identifier("routing key", key) for key in value))
     if not keys:
         raise InvalidArgumentError("routing_keys must name at least one key (or be None)")
     return keys

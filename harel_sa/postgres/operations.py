@@ -12,6 +12,9 @@ Most operations are one statement sent alone in autocommit (one round trip, one 
 claim, the ack, the publish, a nack, an extend, the acks of a batch. Those of several
 statements run in one transaction (``BEGIN`` ... ``COMMIT``); a batch's claim too, which is one
 statement unless it buries a head.
+
+Every text argument is checked for NUL when its operation is built (:func:`harel_sa.validate.
+no_nul`), before any statement is sent: PostgreSQL's text cannot hold one.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from harel_sa.calls import ClaimSpec, Row
 from harel_sa.events import Lease, tokens
 from harel_sa.models import DeadMessage, PriorityBucket, QueuedMessage, RoutingBucket, Stats
 from harel_sa.postgres.statements import BATCH_MAX, PARKED, Statement, Statements, batch_size
+from harel_sa.validate import no_nul
 
 T = TypeVar("T")
 Clock = Callable[[], float] | None  # None: the server's clock
@@ -106,6 +110,9 @@ def _now(clock: Clock) -> float | None:
 
 def publish(statements: Statements, clock: Clock, rows: list[Row]) -> Call[None]:
     """Append ``(group_id, event_json, priority, routing_key)`` rows, all or none."""
+    for group_id, _, _, routing_key in rows:
+        no_nul("group_id", group_id)
+        no_nul("routing_key", routing_key)
     if len(rows) == 1:
         return publish_one(statements, clock, rows[0])
     if not rows:
@@ -167,9 +174,18 @@ def claim(statements: Statements, clock: Clock, spec: ClaimSpec) -> Op[Lease[Any
     taken) and the claim goes on, so no head wedges its group. A floor above every priority
     (``spec.claims_nothing``) sends no statement and returns ``None``.
     """
+    _no_nul_in(spec)
     if spec.claims_nothing:
         return Op(partial(_returns, None))
     return Op(partial(_claim, statements, clock, spec))
+
+
+def _no_nul_in(spec: ClaimSpec) -> None:
+    # The routing keys go as an array, which psycopg sends even holding NUL (a batch's worker
+    # id too, in its locks): the server would refuse them mid-transaction, as a StorageError.
+    no_nul("worker_id", spec.worker_id)
+    for key in spec.routing_keys:
+        no_nul("routing key", key)
 
 
 def _returns(value: T) -> Program[T]:
@@ -182,6 +198,7 @@ def ack_and_claim(
     statements: Statements, clock: Clock, lease: Lease[Any], spec: ClaimSpec
 ) -> Op[tuple[bool, Lease[Any] | None]]:
     """:func:`ack` ``lease`` and :func:`claim` the next message in one transaction."""
+    _no_nul_in(spec)
     if spec.claims_nothing:  # the ack alone: one statement in autocommit
         return Op(partial(_acked_alone, statements, lease))
     return Op(partial(_ack_and_claim, statements, clock, lease, spec), begin=WRITE)
@@ -209,6 +226,7 @@ def claim_many(
     time). A head it leased that a claim would dead-letter is buried as :func:`claim` buries
     it; the leases after it go back as they were and are claimed again, as the claims after
     that one would have walked anew."""
+    _no_nul_in(spec)
     if spec.claims_nothing:
         return Op(partial(_returns, []))
     return Op(partial(_claim_many, statements, clock, spec, limit), begin=WRITE)
@@ -229,6 +247,7 @@ def ack_many_and_claim_many(
     limit: int,
 ) -> Op[tuple[list[bool], list[Lease[Any]]]]:
     """:func:`ack_many` ``leases``, then :func:`claim_many`, in one transaction."""
+    _no_nul_in(spec)
     if spec.claims_nothing:  # the acks alone, as ack_many sends them
         several = len(leases) > BATCH_MAX
         return Op(partial(_acked_many_alone, statements, leases), begin=WRITE if several else None)
@@ -454,6 +473,7 @@ def extend(statements: Statements, clock: Clock, lease: Lease[Any], visibility: 
 
 def dead_letter(statements: Statements, clock: Clock, lease: Lease[Any], reason: str) -> One[bool]:
     """Move the leased message to the dead table; ``False`` if the lease was lost."""
+    no_nul("reason", reason)
     return One(_bury_query(statements, clock, lease.seq, lease.locked_by, reason, 0), _took_one)
 
 
@@ -507,6 +527,7 @@ def _age(rows: list[tuple[Any, ...]], now: float) -> float | None:
 def peek(
     statements: Statements, clock: Clock, group_id: str | None, limit: int
 ) -> Op[list[QueuedMessage]]:
+    no_nul("group_id", group_id)
     return Op(partial(_peek, statements, clock, group_id, limit), retry_safe=True)
 
 
@@ -541,6 +562,7 @@ def _state(locked_by: str | None, expiry: float | None, now: float) -> Any:
 
 
 def release(statements: Statements, clock: Clock, group_id: str | None) -> Op[int]:
+    no_nul("group_id", group_id)
     return Op(partial(_release, statements, clock, group_id), begin=WRITE)
 
 
@@ -554,6 +576,7 @@ def _release(st: Statements, clock: Clock, group_id: str | None) -> Program[int]
 
 
 def purge(statements: Statements, group_id: str) -> Op[int]:
+    no_nul("group_id", group_id)
     return Op(partial(_purge, statements, group_id), begin=WRITE)
 
 
@@ -569,6 +592,7 @@ def _pick(group_id: str | None, seqs: tuple[int, ...] | None) -> dict[str, Any]:
 def dead(
     statements: Statements, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
 ) -> Op[list[DeadMessage]]:
+    no_nul("group_id", group_id)
     return Op(partial(_dead, statements, group_id, seqs, limit), retry_safe=True)
 
 
@@ -594,6 +618,7 @@ def _dead(
 def requeue_dead(
     statements: Statements, clock: Clock, group_id: str | None, seqs: tuple[int, ...] | None
 ) -> Op[int]:
+    no_nul("group_id", group_id)
     return Op(partial(_requeue_dead, statements, clock, group_id, seqs), begin=WRITE)
 
 
@@ -610,6 +635,7 @@ def _requeue_dead(
 def purge_dead(
     statements: Statements, group_id: str | None, seqs: tuple[int, ...] | None
 ) -> Op[int]:
+    no_nul("group_id", group_id)
     return Op(partial(_purge_dead, statements, group_id, seqs))
 
 

@@ -98,7 +98,7 @@ class WorkerOptions:
     ack_wait: float = DEFAULT_ACK_WAIT
 
     def __post_init__(self) -> None:
-        validate.required_text("worker_id", self.worker_id)
+        validate.worker_id(self.worker_id)
         validate.seconds("visibility", self.visibility, allow_zero=False)
         validate.count("concurrency", self.concurrency)
         validate.priority("min_priority", self.min_priority)
