@@ -21,6 +21,7 @@ from sqlalchemy.exc import ArgumentError
 
 from harel_sa import Names, SchemaError, SqliteTransport
 from harel_sa.postgres.connect import Pooler, is_postgresql
+from harel_sa.redact import display
 from harel_sa.sqlite.connection import read_only_url
 from harel_sa.sqlite.startup import read_target
 from harel_sa.state import State
@@ -49,9 +50,19 @@ class Target:
     is_url: bool = False
 
     @property
+    def shown(self) -> str:
+        """The database as messages, logs and JSON name it: a path as given, a URL with every
+        credential masked (:func:`~harel_sa.redact.display`)."""
+        return display(self.api) if self.is_url else self.api
+
+    @property
     def flag(self) -> str:
-        """The option that names this database again, for messages (``--db x.db``)."""
-        return f"--url {self.api}" if self.is_url else f"--db {self.api}"
+        """The option that names this database again, for the commands advice lines suggest
+        (``--db x.db``). A URL is :attr:`shown`, its password as ``***``: such a line is then
+        not runnable as printed, and that is the choice made, since a password in output
+        reaches logs and terminals; put it back, or give it through libpq (``PGPASSWORD``,
+        ``~/.pgpass``)."""
+        return f"--url {self.shown}" if self.is_url else f"--db {self.api}"
 
     def open(self, *, read_only: bool = False, **kwargs: Any) -> SqliteTransport:
         """The transport, schema checked (not created) unless ``create_schema=True`` is given.
@@ -145,16 +156,17 @@ def prefix(value: str) -> str:
 
 
 def _url_path(url: str) -> str | None:
+    # ``url`` may be a conninfo string or a URL with a password: messages show it masked.
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise CliError(f"not a database URL: {url!r}") from exc
+    except (ArgumentError, ValueError) as exc:  # a bad port is a ValueError
+        raise CliError(f"not a database URL: {display(url)!r}") from exc
     if parsed.drivername not in ("sqlite", "sqlite+pysqlite"):
         raise CliError(
             f"harel-sa works on SQLite files (sqlite:///PATH), not {parsed.drivername!r}"
         )
     if not parsed.database or parsed.database == ":memory:":
-        raise CliError(f"{url!r} names no file: use sqlite:///PATH")
+        raise CliError(f"{display(url)!r} names no file: use sqlite:///PATH")
     return None if "uri" in parsed.query else parsed.database
 
 

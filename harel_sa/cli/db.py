@@ -162,18 +162,9 @@ def _state(t: Target, version_table: str | None = None) -> State:
             raise CliError(f"{exc}: pip install 'harel-sa[postgres]'") from exc
         except Exception as exc:  # psycopg.Error: the server refused or is not there
             if type(exc).__module__.startswith("psycopg"):
-                raise CliError(f"cannot read {_shown(t)}: {exc}".strip(), USAGE) from exc
+                raise CliError(f"cannot read {t.shown}: {exc}".strip(), USAGE) from exc
             raise
     return read_target(t.api, prefix=t.prefix, version_table=version_table)
-
-
-def _shown(t: Target) -> str:
-    """The database as messages name it (a URL's password hidden)."""
-    if t.path is None and is_postgresql(t.api):
-        from sqlalchemy import make_url
-
-        return make_url(t.api).render_as_string(hide_password=True)
-    return t.api
 
 
 def _revisions(revisions: tuple[str, ...] | list[str]) -> str:
@@ -232,7 +223,7 @@ def _moved(t: Target, args: argparse.Namespace, before: State, verb: str, wanted
     emit(
         args,
         {"before": list(before.current), **data},
-        f"{_shown(t)} (prefix {t.prefix}): {verb} {_revisions(before.current)} -> "
+        f"{t.shown} (prefix {t.prefix}): {verb} {_revisions(before.current)} -> "
         f"{_revisions(after.current)}{note}",
     )
     return OK

@@ -30,6 +30,7 @@ from harel_sa.cli.common import (
 )
 from harel_sa.cli.progress import ProgressBar
 from harel_sa.postgres.connect import is_postgresql
+from harel_sa.redact import display
 from harel_sa.sqlite.connection import connect_read_only
 
 DEFAULT_DB = "harel-demo.db"
@@ -117,7 +118,7 @@ def _prepare(t: Target, fresh: bool, yes: bool) -> None:
         others = sorted(tables - {*names.tables, names.version_table})
         if others and not yes:
             raise CliError(
-                f"{t.api} also holds tables that are not prefix {t.prefix}'s queue "
+                f"{t.shown} also holds tables that are not prefix {t.prefix}'s queue "
                 f"({', '.join(others)}): --fresh empties only prefix {t.prefix}'s queue and "
                 "deletes nothing else; add --yes to do that in this file"
             )
@@ -130,7 +131,7 @@ def _prepare(t: Target, fresh: bool, yes: bool) -> None:
         stats = q.stats()
     if stats.messages or stats.dead:
         raise CliError(
-            f"{t.api} already holds {stats.messages} message(s) and {stats.dead} dead under "
+            f"{t.shown} already holds {stats.messages} message(s) and {stats.dead} dead under "
             f"prefix {t.prefix}; pass --fresh to empty that queue first"
         )
 
@@ -170,7 +171,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _config_json(c: demo.DemoConfig) -> dict[str, object]:
     return {
-        "database": c.api,
+        "database": display(c.api),
         "prefix": c.prefix,
         "groups": c.groups,
         "workers": c.workers,
@@ -193,7 +194,7 @@ def _text(c: demo.DemoConfig, r: demo.DemoReport) -> str:
         else "FAILED: " + "; ".join(r.problems)
     )
     return (
-        f"demo on {c.api} (prefix {c.prefix}, synchronous={c.synchronous}): "
+        f"demo on {display(c.api)} (prefix {c.prefix}, synchronous={c.synchronous}): "
         f"{c.messages} messages over {c.groups} groups, {c.producers} producer(s), "
         f"{c.workers} worker(s) x {c.concurrency} handler(s)\n"
         f"published  {r.messages} in {r.publish_seconds:.2f}s\n"

@@ -72,7 +72,7 @@ def cmd_top(args: argparse.Namespace) -> int:
     out = sys.stdout
     live = not args.plain and _isatty(out)
     window = Window(args.window)
-    screen = Screen(out, f"{t.api} (prefix {t.prefix})") if live else None
+    screen = Screen(out, f"{t.shown} (prefix {t.prefix})") if live else None
     shown = 0
     try:
         with t.open(read_only=True) as queue:  # it only reads: mode=ro, as stats

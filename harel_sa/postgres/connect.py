@@ -8,6 +8,7 @@ from sqlalchemy import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
+from harel_sa.redact import display as display  # the name the transports and the CLI use
 from harel_sa.schema import DEFAULT_PREFIX, Names
 from harel_sa.state import State, read
 
@@ -115,8 +116,12 @@ def postgres_url(target: object) -> URL:
     elif isinstance(target, str):
         try:
             url = make_url(target)
-        except ArgumentError as exc:
-            raise InvalidArgumentError(f"not a database URL: {target!r} ({exc})") from exc
+        except (ArgumentError, ValueError):  # a bad port is a ValueError
+            # Named as display shows it (a conninfo string given here holds its password), and
+            # without the parser's text, which quotes the string as given.
+            raise InvalidArgumentError(
+                f"not a database URL: {display(target)!r} (expected postgresql://...)"
+            ) from None
     else:
         raise InvalidArgumentTypeError(
             f"target must be a postgresql:// URL or an Engine, not {type(target).__name__}"
@@ -158,7 +163,3 @@ def read_state(
         set_up(conn)
         conn.read_only = True
         return read(conn, names, version_table)
-
-
-def display(target: object) -> str:
-    return postgres_url(target).render_as_string(hide_password=True)

@@ -23,6 +23,7 @@ from harel_sa.errors import (
     InvalidArgumentTypeError,
     SchemaError,
 )
+from harel_sa.redact import display as display  # the name start-up and the async twin use
 from harel_sa.sqlite.driver import storage_errors, translate
 from harel_sa.sqlite.watch import Watch, abandon, refuse_inherited
 
@@ -126,10 +127,6 @@ def require_file(url: URL) -> None:
             "own pipeline), "
             "or open the transport with create_schema=True"
         )
-
-
-def display(url: URL) -> str:
-    return url.render_as_string(hide_password=True)
 
 
 def check_target(url: URL, create: bool) -> None:
