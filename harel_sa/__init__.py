@@ -74,7 +74,9 @@ _HOMES = {
     "AsyncPostgresTransport": "harel_sa.postgres.aio",
     "PostgresTransport": "harel_sa.postgres.transport",
 }
-_import = lazy.importer(globals(), _HOMES)
+#: The modules that need an extra installed, and that extra.
+_EXTRAS = {"harel_sa.postgres.aio": "postgres", "harel_sa.postgres.transport": "postgres"}
+_import = lazy.importer(globals(), _HOMES, _EXTRAS)
 
 
 def __getattr__(name: str) -> Any:

@@ -25,8 +25,12 @@ from harel_sa.errors import (
     NotADatabaseError,
     SchemaError,
 )
+from harel_sa.lazy import missing_extra
 
 __all__ = ["main", "parser"]
+
+#: The driver each extra installs: its absence is a usage error that names the extra.
+_EXTRAS = {"psycopg": "postgres", "psycopg_pool": "postgres", "prometheus_client": "metrics"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,6 +99,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (``| head``): say nothing more, and let exit not complain.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return FAILED
+    except ModuleNotFoundError as exc:
+        extra = _EXTRAS.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            if args.debug:
+                raise
+            return _fail(FAILED, f"unexpected {type(exc).__name__}: {exc} (--debug shows more)")
+        if "pip install" not in str(exc):
+            exc = missing_extra(f"harel-sa {args.command}", extra, exc.name)
+        return _fail(USAGE, str(exc))
     except Exception as exc:
         if args.debug:
             raise

@@ -158,10 +158,10 @@ def _state(t: Target, version_table: str | None = None) -> State:
 
         try:
             return read_state(t.api, prefix=t.prefix, version_table=version_table)
-        except ImportError as exc:
-            raise CliError(f"{exc}: pip install 'harel-sa[postgres]'") from exc
         except Exception as exc:  # psycopg.Error: the server refused or is not there
             if type(exc).__module__.startswith("psycopg"):
+                if type(exc).__name__ == "OperationalError":
+                    raise CliError(f"cannot connect to {t.shown}: {exc}".strip(), FAILED) from exc
                 raise CliError(f"cannot read {t.shown}: {exc}".strip(), USAGE) from exc
             raise
     return read_target(t.api, prefix=t.prefix, version_table=version_table)

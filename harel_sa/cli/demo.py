@@ -1,11 +1,12 @@
 """``harel-sa demo``: producers and worker processes on an embedded SQLite file, verified.
 
 The file (``--db``, default ``./harel-demo.db``) is created and brought to head if needed.
-The demo needs the prefix's queue empty at the start so it can check the end: an existing
-file that still holds messages (say, from an interrupted run) is refused (exit 2) unless
-``--fresh``, which empties that prefix's queue first. ``--fresh`` never deletes a file or a
-table harel_sa did not create, and refuses a file that holds other tables unless ``--yes``.
-A file left empty by a finished run is simply reused.
+A database that holds other tables (an application's, or another prefix's queue, whose
+workers would take the demo's messages) is refused (exit 2) unless ``--yes``. The demo needs
+the prefix's queue empty at the start so it can check the end: one that still holds messages
+(say, from an interrupted run) is refused unless ``--fresh``, which empties that prefix's
+queue first and never deletes a file or a table harel_sa did not create. A database left
+empty by a finished run is simply reused.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ DEFAULT_DB = "harel-demo.db"
 _TABLES = (
     "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
 )
+_PG_TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
 _DEFAULTS = demo.DemoConfig(api=DEFAULT_DB)
 
 
@@ -83,7 +85,10 @@ def register(commands: Commands) -> None:
         help="empty the prefix's queue first (its rows only; nothing else in the file)",
     )
     p.add_argument(
-        "-y", "--yes", action="store_true", help="with --fresh: also in a file holding other tables"
+        "-y",
+        "--yes",
+        action="store_true",
+        help="run in a database that also holds other tables (an application's)",
     )
     p.add_argument(
         "--progress",
@@ -106,22 +111,16 @@ def _positive(text: str) -> int:
 
 
 def _prepare(t: Target, fresh: bool, yes: bool) -> None:
-    """Make the file ready: at head, the prefix's queue empty (emptied first with ``--fresh``).
-
-    ``--fresh`` deletes only the rows of this prefix's harel_sa tables, never a file or a table
-    harel_sa did not create; a file that also holds other tables is refused unless ``--yes``.
-    """
+    """Make the database ready: at head, the prefix's queue empty (emptied first with
+    ``--fresh``); one that holds other tables is refused unless ``yes``."""
     names = Names(t.prefix)
-    if fresh and not is_postgresql(t.api) and (t.path is None or os.path.exists(t.path)):
-        with closing(connect_read_only(t.api)) as conn:
-            tables = {str(r[0]).lower() for r in conn.execute(_TABLES)}
-        others = sorted(tables - {*names.tables, names.version_table})
-        if others and not yes:
-            raise CliError(
-                f"{t.shown} also holds tables that are not prefix {t.prefix}'s queue "
-                f"({', '.join(others)}): --fresh empties only prefix {t.prefix}'s queue and "
-                "deletes nothing else; add --yes to do that in this file"
-            )
+    others = sorted(_tables(t) - {*names.tables, names.version_table})
+    if others and not yes:
+        raise CliError(
+            f"{t.shown} holds tables that are not the demo's (prefix {t.prefix}): "
+            f"{', '.join(others)}. The demo publishes test messages (and --fresh empties prefix "
+            f"{t.prefix}'s queue): run it on a database of its own, or add --yes"
+        )
     with open_queue(t, create_schema=True) as q:
         if fresh:  # through the queue's own calls: only its rows go
             while batch := q.peek(None, 1000):
@@ -134,6 +133,26 @@ def _prepare(t: Target, fresh: bool, yes: bool) -> None:
             f"{t.shown} already holds {stats.messages} message(s) and {stats.dead} dead under "
             f"prefix {t.prefix}; pass --fresh to empty that queue first"
         )
+
+
+def _tables(t: Target) -> set[str]:
+    """The tables the database holds (for PostgreSQL, in its search path's first schema)."""
+    if is_postgresql(t.api):
+        import psycopg
+
+        from harel_sa.postgres.connect import conninfo
+
+        try:
+            with psycopg.connect(conninfo(t.api), autocommit=True) as conn:
+                found = conn.execute(_PG_TABLES).fetchall()
+        except psycopg.OperationalError as exc:
+            raise CliError(f"cannot connect to {t.shown}: {exc}", FAILED) from exc
+    elif t.path is None or os.path.exists(t.path):
+        with closing(connect_read_only(t.api)) as conn:
+            found = conn.execute(_TABLES).fetchall()
+    else:
+        return set()
+    return {str(row[0]).lower() for row in found}
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -25,7 +25,10 @@ from typing import TYPE_CHECKING, Any
 import harel_sa
 from harel_sa.cli import logs
 from harel_sa.cli.common import OK, CliError, Commands, Target, open_queue, queue_target
+from harel_sa.lazy import missing_extra
 from harel_sa.postgres.connect import POOLERS, Pooler, is_postgresql
+from harel_sa.schema import MAX_PRIORITY
+from harel_sa.validate import MAX_LIMIT
 from harel_sa.worker import DEFAULT_ACK_WAIT, DEFAULT_MAX_DELIVERIES
 from harel_sa.worker.options import is_async
 
@@ -45,13 +48,15 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _whole(text: str, least: int) -> int:
+def _whole(text: str, least: int, most: int = MAX_LIMIT) -> int:
     try:
         value = int(text)
     except ValueError:
         value = least - 1
-    if value < least:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= {least}, not {text!r}")
+    if not least <= value <= most:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number from {least} to {most}, not {text!r}"
+        )
     return value
 
 
@@ -108,7 +113,13 @@ SETTINGS = (
     Setting("--worker-id", "HAREL_SA_WORKER_ID", str, None, "default: host:pid:random", "ID"),
     Setting("--concurrency", "HAREL_SA_CONCURRENCY", lambda t: _whole(t, 1), 1, "handlers at once"),
     Setting("--visibility", "HAREL_SA_VISIBILITY", _seconds, 30.0, "lease seconds", "S"),
-    Setting("--min-priority", "HAREL_SA_MIN_PRIORITY", lambda t: _whole(t, 0), 0, "priority floor"),
+    Setting(
+        "--min-priority",
+        "HAREL_SA_MIN_PRIORITY",
+        lambda t: _whole(t, 0, MAX_PRIORITY),
+        0,
+        "priority floor",
+    ),
     Setting(
         "--routing-key",
         "HAREL_SA_ROUTING_KEYS",
@@ -147,7 +158,7 @@ SETTINGS = (
     Setting(
         "--metrics-port",
         "HAREL_SA_METRICS_PORT",
-        lambda t: _whole(t, 0),
+        lambda t: _whole(t, 0, 65535),
         None,
         "serve Prometheus metrics on this port (needs harel-sa[metrics]; 0: any free port)",
     ),
@@ -215,6 +226,12 @@ def load(path: str, debug: bool = False) -> Callable[..., Any]:
     module_name, sep, attr = path.partition(":")
     if not (sep and module_name and attr):
         raise CliError(f"the handler must be given as MODULE:CALLABLE, not {path!r}")
+    if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
+        dotted = module_name.removesuffix(".py").strip("./\\").replace("/", ".")
+        raise CliError(
+            f"the handler is MODULE:CALLABLE, a module name importable from here, not a file "
+            f"path: {dotted}:{attr}, not {path!r}"
+        )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -295,8 +312,8 @@ def _metrics(t: Target, given: dict[str, Any], stack: ExitStack) -> Any:
         from prometheus_client import CollectorRegistry
 
         from harel_sa.metrics import QueueCollector, WorkerMetrics, serve
-    except ImportError as exc:
-        raise CliError(f"--metrics-port needs prometheus_client: {exc}") from exc
+    except ModuleNotFoundError as exc:
+        raise CliError(str(missing_extra("--metrics-port", "metrics", exc.name))) from exc
     registry = CollectorRegistry()
     observer = WorkerMetrics(registry)
     registry.register(QueueCollector(stack.enter_context(open_queue(t, pooler=given["pooler"]))))

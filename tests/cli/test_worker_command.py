@@ -247,6 +247,8 @@ def test_a_pooler_mode_on_a_sqlite_file_or_an_unknown_one_exits_2(
         ("nosuchmodule:handle", "cannot import nosuchmodule: ModuleNotFoundError"),
         ("app:nosuch", "app has no 'nosuch'"),
         ("app:not_callable", "is a int, not a callable"),
+        ("app.py:handle", "not a file path: app:handle, not 'app.py:handle'"),
+        ("./app:handle", "not a file path: app:handle, not './app:handle'"),
     ],
 )
 def test_a_bad_import_path_is_one_line_and_exit_2(project: Path, handler: str, says: str) -> None:
@@ -297,3 +299,18 @@ def test_batch_and_ack_wait_reach_the_worker(project: Path) -> None:
     assert done.stdout.count("handled") == 3
     bad = _run(project, "app:handle", "--batch", "0", env=env)
     assert bad.returncode == 2 and "--batch" in one_line_error(bad)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--metrics-port", "99999"], "--metrics-port: must be a whole number from 0 to 65535"),
+        (["--metrics-port", "-1"], "--metrics-port: must be a whole number from 0 to 65535"),
+        (["--concurrency", str(2**63)], "--concurrency: must be a whole number from 1 to"),
+        (["--min-priority", str(2**70)], "--min-priority: must be a whole number from 0 to"),
+    ],
+)
+def test_a_number_out_of_range_is_a_usage_error(project: Path, args: list[str], says: str) -> None:
+    done = _run(project, "app:handle", "--db", "queue.db", *args)
+    assert done.returncode == 2, done.stderr
+    assert says in one_line_error(done)

@@ -134,3 +134,18 @@ def test_the_demo_runs_and_verifies_itself_on_a_postgres_database(cli: Cli, pg_u
     again = cli("demo", "--url", pg_url, *small, "--fresh", "--no-progress")
     assert again.returncode == 0, again.stderr
     assert "verified: every message delivered once, in order within its group" in again.stdout
+
+
+def test_the_demo_refuses_an_applications_database(cli: Cli, pg_url: str) -> None:
+    """Its workers would take the demo's messages, and --fresh would empty their queue."""
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE orders (id int)")
+    small = ["--messages", "40", "--groups", "4", "--workers", "1", "--no-progress"]
+    refused = cli("demo", "--url", pg_url, *small)
+    assert refused.returncode == 2 and ": orders." in refused.stderr and "--yes" in refused.stderr
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # nothing written
+        tables = conn.execute("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'harel%'")
+        assert tables.fetchone() == (0,)
+    assert cli("demo", "--url", pg_url, *small, "--yes").returncode == 0

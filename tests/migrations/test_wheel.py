@@ -137,3 +137,35 @@ def test_standalone_from_the_installed_package(tmp_path: Path, installed: Tools)
     assert version(db, "jobs") == [HEAD_REVISION]
     run([installed.python, "-c", recipe("api")], cwd=tmp_path, env=installed.env)
     assert version(db) == [HEAD_REVISION]
+
+
+def test_a_base_install_imports_everything_and_names_the_missing_extras(
+    tmp_path: Path, installed: Tools
+) -> None:
+    """No extra installed: a star import works; a PostgreSQL transport, a --url postgresql://
+    and --metrics-port each say which extra to install (exit 2), never a bare import error."""
+    star = (
+        "from harel_sa import *\n"
+        "q = SqliteTransport('q.db')\n"
+        "q.publish('g', Event(kind='x'))\n"
+        "assert q.claim('w', 30.0) is not None\n"
+        "try:\n"
+        "    PostgresTransport('postgresql://app@localhost/db')\n"
+        "except ModuleNotFoundError as exc:\n"
+        "    print(exc)\n"
+    )
+    said = run([installed.python, "-c", star], cwd=tmp_path, env=installed.env).stdout
+    assert "pip install 'harel-sa[postgres]'" in said
+    (tmp_path / "app.py").write_text("def handle(event):\n    pass\n")
+    harel_sa = installed.python.parent / "harel-sa"
+    url = ["--url", "postgresql://app@localhost/db"]
+    for argv, extra in (
+        (["worker", "app:handle", *url], "postgres"),
+        (["demo", *url], "postgres"),
+        (["db", "check", *url], "postgres"),
+        (["worker", "app:handle", "--db", "q.db", "--metrics-port", "0"], "metrics"),
+    ):
+        done = run([harel_sa, *argv], cwd=tmp_path, env=installed.env, ok=False)
+        assert done.returncode == 2, done.stderr
+        assert f"pip install 'harel-sa[{extra}]'" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and "unexpected" not in done.stderr
