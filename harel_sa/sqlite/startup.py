@@ -88,7 +88,22 @@ def readable(conn: sqlite3.Connection) -> None:
                 "Read it as a user who may write the directory, make the directory writable, "
                 "or read a copy"
             ) from exc
+        if code & 0xFF == sqlite3.SQLITE_CANTOPEN and _on_read_only_mount(conn):
+            raise ReadOnlyError(
+                "cannot read it: the file is in WAL mode, its directory is on a read-only mount, "
+                "and SQLite reads a WAL file that has a -wal file only with a -shm file beside "
+                "it, which cannot be created there (SQLITE_CANTOPEN). Mount it read-write, or "
+                "read a copy"
+            ) from exc
         raise translate(exc) from exc
+
+
+def _on_read_only_mount(conn: sqlite3.Connection) -> bool:
+    """Whether the main database of ``conn`` is a file in a directory on a read-only mount."""
+    path = conn.execute("PRAGMA database_list").fetchone()[2]
+    if not path or not os.path.exists(path):
+        return False
+    return bool(os.statvfs(os.path.dirname(path)).f_flag & os.ST_RDONLY)
 
 
 def use_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:

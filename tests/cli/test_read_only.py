@@ -237,3 +237,45 @@ def test_the_transport_reads_a_read_only_file_and_refuses_writes(locked_dir: Pat
     )
     assert done.stdout.split() == ["1", "ReadOnlyError"], done.stderr
     assert migrations.current(path) == (HEAD_REVISION,)
+
+
+MOUNTED = r"""
+set -eu
+mount -t tmpfs -o size=16m tmpfs "$DIR"
+"$PY" -c "import os, sys; from harel_sa import Event, SqliteTransport
+q = SqliteTransport(sys.argv[1]); q.publish('g', Event(kind='one')); os._exit(0)" "$DIR/q.db"
+rm "$DIR/q.db-shm"  # a -wal file without its -shm (a copy, a crash between the two)
+mount -o remount,ro "$DIR"
+for command in "stats" "peek" "db check"; do
+  "$PY" -m harel_sa $command --db "$DIR/q.db" 2>&1 && exit 9 || echo "exit $?"
+done
+"$PY" -c "import sys; from harel_sa import ReadOnlyError, SqliteTransport
+try:
+    SqliteTransport(sys.argv[1], create_schema=False)
+except ReadOnlyError as exc:
+    print('ReadOnlyError:', exc)" "$DIR/q.db"
+"""
+
+
+def test_a_wal_queue_on_a_read_only_mount_says_so(tmp_path: Path) -> None:
+    """``mount -o remount,ro``: SQLite says only SQLITE_CANTOPEN for a file that exists; the
+    commands and the transport say that the mount is read-only and what SQLite needs there.
+    In a mount namespace of its own (as root; else a user namespace mapping root)."""
+    unshare = ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "-rm"]
+    where = tmp_path / "mnt"
+    where.mkdir()
+    done = subprocess.run(
+        [*unshare, "bash", "-c", MOUNTED],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DIR": str(where), "PY": sys.executable},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines.count("exit 1") == 3, done.stdout
+    said = [line for line in lines if line.startswith(("harel-sa:", "ReadOnlyError:"))]
+    assert len(said) == 4, done.stdout
+    for line in said:
+        assert "read-only mount" in line and "-shm" in line and "SQLITE_CANTOPEN" in line, line
