@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from harel_sa import Names
+from harel_sa.transports import Transport
 
 
 def stranded(raw: sqlite3.Connection, names: Names | None = None) -> dict[str, int]:
@@ -34,3 +36,10 @@ def stranded_names() -> tuple[str, ...]:
 def assert_nothing_stranded(raw: sqlite3.Connection) -> None:
     found = stranded(raw)
     assert not any(found.values()), found
+
+
+def first_call(queue: Transport[Any]) -> None:
+    """Call ``queue`` once (``stats``), then close it whatever happens: a transport built with
+    ``create_schema=False`` on a schema that is not at head raises its SchemaError here."""
+    with queue:
+        queue.stats()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar, cast
 
 import psycopg
@@ -53,6 +54,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         self._pooler = settings.pooler
         self._where = display(target)
         self._listener = AsyncListener(settings.conninfo, calls.options.names, settings.server)
+        self._unchecked: Callable[[], object] | None = None  # see create()
 
     @classmethod
     async def create(
@@ -73,9 +75,15 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         where = display(url)
         settings = pool_settings(url, options, pool_size, pooler)
         # The schema is looked at (and made) on one connection of its own, as the sync
-        # transport does it: it runs once, at open.
-        await asyncio.to_thread(
-            open_schema, settings.conninfo, options.names, where, create_schema, settings.pooler
+        # transport does it: at open, and before the first call if it was not at head.
+        at_head = await asyncio.to_thread(
+            open_schema,
+            settings.conninfo,
+            options.names,
+            where,
+            create_schema,
+            settings.pooler,
+            False,
         )
 
         async def configure(conn: AsyncConnection) -> None:
@@ -91,7 +99,12 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         except PoolTimeout as exc:
             await pool.close()
             raise no_connection(exc, None, where) from exc
-        return cls(calls, pool, url, settings)
+        transport = cls(calls, pool, url, settings)
+        if not at_head:
+            transport._unchecked = partial(
+                open_schema, settings.conninfo, options.names, where, False, settings.pooler
+            )
+        return transport
 
     @property
     def database(self) -> str:
@@ -123,6 +136,9 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         # statement at the server would leave a lease committed or not, nobody knowing which)
         # and gives back the leases it took (harel_sa.cancels). Its waits carry on through the
         # cancellation themselves (to_end), in the caller's task: no task per call.
+        if self._unchecked is not None:  # SchemaError until the schema is at head
+            await asyncio.to_thread(self._unchecked)
+            self._unchecked = None
         return await settled(self._attempt(op), self._give_back)
 
     async def _give_back(self, lease: Lease[Any]) -> bool:

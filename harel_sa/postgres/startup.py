@@ -31,11 +31,13 @@ STATEMENT_TIMEOUT = "15min"
 GIVE_UP_AFTER = 120.0
 
 
-def open_schema(info: str, names: Names, where: str, create: bool, pooler: Pooler = "auto") -> None:
+def open_schema(
+    info: str, names: Names, where: str, create: bool, pooler: Pooler = "auto", strict: bool = True
+) -> bool:
     """At a transport's open: on a connection of its own (libpq ``info``, set up as
-    ``pooler`` says), :func:`ensure_schema` (``create``) or :func:`check_schema`; a server that
-    cannot be reached is a :class:`~harel_sa.ConnectionLostError`, other driver errors typed
-    as in calls."""
+    ``pooler`` says), :func:`ensure_schema` (``create``) or :func:`check_schema` (``strict``;
+    else only look). Whether the schema is at head. A server that cannot be reached is a
+    :class:`~harel_sa.ConnectionLostError`, other driver errors typed as in calls."""
     import psycopg
 
     from harel_sa.postgres.connect import set_up
@@ -47,8 +49,11 @@ def open_schema(info: str, names: Names, where: str, create: bool, pooler: Poole
         own = set_up(conn, pooler=pooler)
         if create:
             ensure_schema(conn, names, where, own_session=own)
-        else:
+        elif strict:
             check_schema(conn, names, where)
+        else:
+            return read(conn, names).ok
+        return True
     except psycopg.Error as exc:
         if conn is None:
             raise ConnectionLostError(f"cannot connect to {where}: {exc}") from exc

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar, cast
 
 import psycopg
@@ -51,12 +52,13 @@ class PostgresTransport(Transport[E]):
     the same clock.
 
     ``create_schema=True`` creates or upgrades the schema at open (under the advisory lock
-    migrations take); ``False`` only checks it and raises :class:`~harel_sa.SchemaError` when
-    it is not at head. ``busy_timeout`` bounds every wait for a row lock (PostgreSQL's
-    ``lock_timeout``) and for a connection of the pool: past it, a call raises
-    :class:`~harel_sa.BusyError`. A broken connection (a server restart, a terminated backend,
-    a network drop) raises :class:`~harel_sa.ConnectionLostError`; reads that only look (stats,
-    peek, dead) are retried once on a new connection, and the pool replaces broken connections.
+    migrations take); ``False`` writes nothing, and every call raises
+    :class:`~harel_sa.SchemaError` while it is not at head. ``busy_timeout`` bounds every
+    wait for a row lock (PostgreSQL's ``lock_timeout``) and for a connection of the pool:
+    past it, a call raises :class:`~harel_sa.BusyError`. A broken connection (a server
+    restart, a terminated backend, a network drop) raises
+    :class:`~harel_sa.ConnectionLostError`; reads that only look (stats, peek, dead) are
+    retried once on a new connection, and the pool replaces broken connections.
 
     **Behind a connection pooler.** ``pooler="auto"`` finds one when each connection starts
     (PgBouncer answers with a cancel key of its own): then the transport sets nothing on the
@@ -88,7 +90,14 @@ class PostgresTransport(Transport[E]):
         self._identity: tuple[Any, ...] | None = None  # of its database (_same_database)
         settings = pool_settings(url, options, pool_size, pooler)
         self._pool: ConnectionPool[Any] | None = None
-        open_schema(settings.conninfo, options.names, self._where, create_schema, settings.pooler)
+        check = partial(
+            open_schema, settings.conninfo, options.names, self._where, False, settings.pooler
+        )
+        at_head = open_schema(
+            settings.conninfo, options.names, self._where, create_schema, settings.pooler, False
+        )
+        # Not at head: nothing written, and a SchemaError from each call until it is.
+        self._unchecked: Callable[[], object] | None = None if at_head else check
 
         def configure(conn: Connection) -> None:
             settings.server.check(set_up(conn, settings.lock_timeout_ms, settings.pooler))
@@ -144,6 +153,9 @@ class PostgresTransport(Transport[E]):
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")
+        if self._unchecked is not None:
+            self._unchecked()
+            self._unchecked = None
         for attempt in (1, 2):
             session = self._session(pool)
             try:

@@ -132,6 +132,7 @@ class AsyncSqliteTransport(AsyncTransport[E]):
         self._lock = asyncio.Lock()
         self._where = driver.where
         self._target: object = None  # what create() opened, for sync_twin()
+        self._unchecked: Call[None] | None = None  # see create()
 
     @classmethod
     async def create(
@@ -149,10 +150,11 @@ class AsyncSqliteTransport(AsyncTransport[E]):
         options = Options(prefix, clock, busy_timeout, event_type, synchronous)
         driver = await _Driver.open(path, options.busy_timeout, create_schema)
         o = options
+        where = driver.where
         try:
-            await driver.run(
+            at_head = await driver.run(
                 lambda raw: startup.run(
-                    raw, o.names, o.busy_timeout, o.synchronous, create_schema, driver.where
+                    raw, o.names, o.busy_timeout, o.synchronous, create_schema, where
                 )
             )
         except BaseException:
@@ -160,6 +162,8 @@ class AsyncSqliteTransport(AsyncTransport[E]):
             raise
         transport = cls(Calls(options, SQLITE, options.clock), driver)
         transport._target = path
+        if not at_head:
+            transport._unchecked = lambda raw: startup.check(raw, o.names, o.busy_timeout, where)
         return transport
 
     @property
@@ -208,6 +212,9 @@ class AsyncSqliteTransport(AsyncTransport[E]):
                 raise TransportClosedError("the transport is closed")
             # The driver's thread finishes what it was handed, cancelled or not.
             driver = self._driver
+            if self._unchecked is not None:  # SchemaError until the schema is at head
+                await driver.run(self._unchecked)
+                self._unchecked = None
             return await shielded(
                 driver.run(call),
                 lambda taken: driver.run(cast("Call[bool]", self._calls.give_back(taken))),

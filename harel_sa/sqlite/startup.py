@@ -31,18 +31,29 @@ def run(
     synchronous: str,
     create_schema: bool,
     where: str,
-) -> None:
-    """Everything a transport does at open: :func:`prepare`, then ensure or check the schema
-    of ``names``' prefix."""
+) -> bool:
+    """Everything a transport does at open: :func:`prepare`, then ensure the schema of
+    ``names``' prefix (``create_schema``) or look at it. Whether it is at head: when it is not
+    (and not ``create_schema``), nothing was written, and the transport runs :func:`check`
+    before its first call."""
     try:
         prepare(conn, busy_timeout, synchronous, wal=create_schema)
     except StorageError as exc:
         raise type(exc)(f"cannot open {where}: {exc}") from exc  # name the file
     if create_schema:
         ensure_schema(conn, names, where)
-    else:
-        check_schema(conn, names, where)
-        use_wal(conn, busy_timeout)  # only once the file is known to hold this queue
+        return True
+    if not read(conn, names).ok:
+        return False
+    use_wal(conn, busy_timeout)  # only once the file is known to hold this queue
+    return True
+
+
+def check(conn: sqlite3.Connection, names: Names, busy_timeout: float, where: str) -> None:
+    """Before the first call of a transport whose schema was not at head at open: raise
+    :class:`~harel_sa.SchemaError` unless it is now, then switch the file to WAL."""
+    check_schema(conn, names, where)
+    use_wal(conn, busy_timeout)
 
 
 def prepare(

@@ -28,8 +28,9 @@ class SqliteTransport(Transport[E]):
     ``":memory:"``, a private queue for this instance), then ``clock``. ``path`` is a file path,
     a ``sqlite:///`` URL, or an :class:`~sqlalchemy.Engine` the caller owns (no hooks are
     installed on it). ``create_schema=True`` creates or upgrades the schema
-    at open; ``False`` only checks it and raises :class:`~harel_sa.SchemaError` when it is not at
-    head. Every "now" comes from ``clock``. ``synchronous="NORMAL"`` trades the last commits on
+    at open; ``False`` writes nothing, and every call raises :class:`~harel_sa.SchemaError`
+    while the schema is not at head (harel's rule: the transport is built, its first use
+    fails). Every "now" comes from ``clock``. ``synchronous="NORMAL"`` trades the last commits on
     power loss (never on a process crash) for much cheaper commits. Calls from several threads
     are serialized: each operation is one whole transaction.
     """
@@ -51,19 +52,24 @@ class SqliteTransport(Transport[E]):
         self._db: SyncConnection | None = SyncConnection.open(
             path, options.busy_timeout, create_schema
         )
-        self._where = self._db.where
+        self._where = where = self._db.where
         try:
-            startup.run(
+            at_head = startup.run(
                 self._db.raw,
                 options.names,
                 options.busy_timeout,
                 options.synchronous,
                 create_schema,
-                self._db.where,
+                where,
             )
         except BaseException:
             self.close()
             raise
+        self._unchecked: Call[None] | None = (
+            None
+            if at_head
+            else lambda raw: startup.check(raw, options.names, options.busy_timeout, where)
+        )
 
     @property
     def database(self) -> str:
@@ -80,6 +86,9 @@ class SqliteTransport(Transport[E]):
         with self._lock:
             if self._db is None:
                 raise TransportClosedError("the transport is closed")
+            if self._unchecked is not None:  # SchemaError until the schema is at head
+                self._db.watch.run(self._unchecked, self._db.raw)
+                self._unchecked = None
             return self._db.watch.run(cast("Call[T]", call), self._db.raw)
 
     def wait_for_messages(self, timeout: float) -> bool:

@@ -19,7 +19,12 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from harel_sa.errors import HarelSAError, InvalidArgumentError, TransportClosedError
+from harel_sa.errors import (
+    HarelSAError,
+    InvalidArgumentError,
+    SchemaError,
+    TransportClosedError,
+)
 from harel_sa.events import Lease
 from harel_sa.settlements import How
 from harel_sa.validate import storable
@@ -501,12 +506,18 @@ class Run:
     # -- errors and counts -----------------------------------------------------------------
     def failed(self, what: str, error: HarelSAError) -> None:
         """A transport call (``what``) raised ``error``: log it; stop if retrying is hopeless
-        (the transport is closed, or the worker sends arguments it refuses)."""
+        (the transport is closed, or the worker sends arguments it refuses), and for a schema
+        not at head make ``run()`` raise that ``SchemaError`` once what is held is released."""
         if isinstance(error, RETRIED):
             log.warning("%s: %s; will retry", what, error)
             return
         log.warning("%s failed: %s", what, error)
-        if isinstance(error, InvalidArgumentError):
+        if isinstance(error, SchemaError):
+            with self._lock:
+                if self.fatal is None:
+                    self.fatal = error
+            self.request_stop("the schema is not at head")
+        elif isinstance(error, InvalidArgumentError):
             self.crashed(error)
         elif isinstance(error, TransportClosedError) and not self.stopping:
             self.request_stop("the transport is closed")

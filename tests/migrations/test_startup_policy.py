@@ -14,6 +14,7 @@ from alembic import command
 
 from harel_sa import HEAD_REVISION, Names, SchemaError, SqliteTransport
 from harel_sa import migrations as mig
+from tests.checks import first_call
 from tests.conftest import FakeClock
 from tests.migrations.helpers import connect, names_of, run
 from tests.migrations.starts import STARTS
@@ -23,7 +24,7 @@ NAMES = Names()
 
 def refusal(path: Path, prefix: str = "harel") -> str:
     with pytest.raises(SchemaError) as err:
-        SqliteTransport(path, prefix=prefix, create_schema=False)
+        first_call(SqliteTransport(path, prefix=prefix, create_schema=False))
     message = str(err.value)
     assert "upgrade" in message and "alembic upgrade heads" in message  # the command to run
     return message
@@ -99,7 +100,7 @@ def test_a_prefix_with_no_queue_beside_another_is_told_so_and_not_to_create_one(
     path = tmp_path / "queue.db"
     mig.upgrade(path)  # harel is at head; the other prefix is not there at all
     with pytest.raises(SchemaError) as err:
-        SqliteTransport(path, prefix=prefix, create_schema=False)
+        first_call(SqliteTransport(path, prefix=prefix, create_schema=False))
     assert str(err.value) == f"no harel_sa queue under prefix '{prefix}' here (found: harel)"
 
 

@@ -30,6 +30,7 @@ from harel_sa import (
 from harel_sa import migrations as mig
 from harel_sa.postgres.statements import SERVER_NOW
 from harel_sa.schema import Names
+from tests.checks import first_call
 from tests.conftest import FakeClock
 
 VIS = 30.0
@@ -448,10 +449,10 @@ def test_a_sqlite_url_is_refused(tmp_path: Any) -> None:
 
 def test_create_schema_false_checks_and_names_the_fix(pg_url: str) -> None:
     with pytest.raises(SchemaError, match="harel-sa db upgrade --url"):
-        PostgresTransport(pg_url, create_schema=False)
+        first_call(PostgresTransport(pg_url, create_schema=False))
     mig.upgrade(pg_url, revision="harel_sa_0004")
     with pytest.raises(SchemaError, match="this harel_sa needs harel_sa_0006"):
-        PostgresTransport(pg_url, create_schema=False)
+        first_call(PostgresTransport(pg_url, create_schema=False))
     PostgresTransport(pg_url).close()  # upgrades it, recording head where it was recorded
     assert mig.check(pg_url)
     PostgresTransport(pg_url, create_schema=False).close()

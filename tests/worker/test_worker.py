@@ -8,6 +8,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -311,3 +312,33 @@ def test_an_async_worker_on_a_private_memory_queue_extends_through_the_loop() ->
 
     stats = asyncio.run(main())
     assert (stats.succeeded, stats.lost, len(calls)) == (1, 0, 1)
+
+
+def test_a_worker_on_a_queue_whose_schema_is_not_there_raises_schema_error(
+    tmp_path: Path,
+) -> None:
+    """``create_schema=False`` builds the transport before the migration has run; the worker's
+    first claim says so, and ``run()`` raises that SchemaError instead of retrying for ever."""
+    from harel_sa import SchemaError, Worker
+
+    path = tmp_path / "q.db"
+    sqlite3.connect(path).close()
+    with (
+        SqliteTransport(path, create_schema=False) as q,
+        pytest.raises(SchemaError, match="no harel_sa queue"),
+    ):
+        Worker(q, lambda event: None).run(until_empty=True)
+
+    async def main() -> None:
+        queue = await AsyncSqliteTransport.create(path, create_schema=False)
+        try:
+            with pytest.raises(SchemaError, match="no harel_sa queue"):
+                await AsyncWorker(queue, _noop).run(until_empty=True)
+        finally:
+            await queue.close()
+
+    asyncio.run(asyncio.wait_for(main(), HANG))
+
+
+async def _noop(event: Event) -> None:
+    pass
