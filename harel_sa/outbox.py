@@ -16,7 +16,6 @@ PostgreSQL a publish's ``NOTIFY`` rides the transaction (idle workers wake at it
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
@@ -382,7 +381,7 @@ class _SqlitePlan(_Plan):
         self.clock = clock
         self.checked = f"harel_sa.outbox.sqlite.{names.prefix}"
         named = {
-            key: text(getattr(value, "named", value))
+            key: value.clause
             for key, value in {
                 "insert_message": st.insert_message,
                 "insert_group": st.insert_group,
@@ -461,7 +460,7 @@ class _SqlitePlan(_Plan):
 
 class _PostgresPlan(_Plan):
     """PostgreSQL's own operations (:mod:`harel_sa.postgres.operations`), each statement
-    as a ``text()`` of its ``$n`` form with the names back."""
+    the ``text()`` construct its ``$n`` form was compiled from."""
 
     def __init__(self, names: Names, clock: Callable[[], float] | None) -> None:
         from harel_sa.postgres import operations
@@ -472,7 +471,6 @@ class _PostgresPlan(_Plan):
         self.st = statements_for(names, clock is None)
         self.identity = text(IDENTITY)
         self.checked = f"harel_sa.outbox.postgresql.{names.prefix}"
-        self._texts: dict[int, TextClause] = {}
 
     def _program(self, call: Any) -> Program:
         if isinstance(call, self.ops.One):
@@ -489,14 +487,7 @@ class _PostgresPlan(_Plan):
         return self.ops.Result(result.rows, result.rowcount)
 
     def _query(self, query: Any) -> Query:
-        statement = query.statement
-        clause = self._texts.get(id(statement))
-        if clause is None:
-            names = statement.names
-            sql = re.sub(r"\$(\d+)", lambda m: f":{names[int(m[1]) - 1]}", statement.sql.decode())
-            # ``:name::type`` would not read as a parameter: ``:name ::type`` does.
-            clause = self._texts[id(statement)] = text(re.sub(r"(:\w+)::", r"\1 ::", sql))
-        return Query(clause, query.params)
+        return Query(query.statement.clause, query.params)
 
     def publish(self, rows: list[Row]) -> Program:
         return self._program(self.ops.publish(self.st, self.clock, rows))

@@ -18,20 +18,26 @@ The group design of ``bench/pg_baseline.py`` (validated there under many concurr
   (the leases as scalar parameters, a ``VALUES`` list per size).
 
 "Now" is the server's (``statement_timestamp()``, in epoch seconds) unless the transport was
-given a clock; then it is the ``now`` parameter. Parameters are named (``%(seq)s``); every
-statement is sent prepared.
+given a clock; then it is the ``now`` parameter. Each statement is a Core ``text()`` construct
+(parameters ``:name``) compiled once by SQLAlchemy's PostgreSQL dialect to ``$n`` form
+(:func:`positional`); every statement is sent prepared.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
+from sqlalchemy import TextClause, text
+from sqlalchemy.dialects.postgresql.base import PGDialect
+
 from harel_sa.schema import Names
+
+#: PostgreSQL's dialect, numbering parameters ``$n`` as the server prepares them.
+_DOLLAR = PGDialect(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
 
 #: ``locked_by`` of a parked message (``nack(delay > 0)``): the SQLite backend's sentinel too.
 PARKED = "__parked__"
@@ -40,7 +46,7 @@ PARKED = "__parked__"
 #: PostgreSQL 14 ``EXTRACT`` returns ``numeric``, and the cast to ``float8`` prints and parses
 #: it, three times the cost at each row a claim's walk tests for a live lease.
 SERVER_NOW = "date_part('epoch', statement_timestamp())"
-CLIENT_NOW = "%(now)s::float8"
+CLIENT_NOW = ":now ::float8"
 #: How many messages after a group's head the claim also checks for a live lease, against
 #: rows another program inserted below a leased head (SQLite's claim checks as many).
 LOOKAHEAD = 1
@@ -66,6 +72,7 @@ class Statement:
     sql: bytes
     names: tuple[str, ...]
     bind: Callable[[Mapping[str, Any]], Sequence[Any]] = field(compare=False)
+    clause: TextClause = field(compare=False)  # what ``sql`` was compiled from
 
 
 def _binder(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Sequence[Any]]:
@@ -77,17 +84,13 @@ def _binder(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Sequence[An
 
 
 def positional(sql: str) -> Statement:
-    """``sql`` with each ``%(name)s`` numbered ``$n`` in the order names first appear (a
-    name used twice is one parameter)."""
-    names: list[str] = []
-
-    def number(found: re.Match[str]) -> str:
-        if found[1] not in names:
-            names.append(found[1])
-        return f"${names.index(found[1]) + 1}"
-
-    numbered = re.sub(r"%\((\w+)\)s", number, sql).encode()
-    return Statement(numbered, tuple(names), _binder(tuple(names)))
+    """``sql`` (parameters written ``:name``) as a Core ``text()`` construct, compiled by
+    SQLAlchemy's PostgreSQL dialect with ``$n`` parameters numbered in the order names first
+    appear (a name used twice is one parameter)."""
+    clause = text(sql)
+    compiled = clause.compile(dialect=_DOLLAR)
+    names = tuple(compiled.positiontup or ())
+    return Statement(str(compiled).encode(), names, _binder(names), clause)
 
 
 #: What a connection says of its database: two connections that say the same are to the same
@@ -136,28 +139,28 @@ class Statements:
         # The first publish of a group fixes its priority and routing key until it drains.
         self.publish = positional(
             f"WITH g AS (INSERT INTO {g} (group_id, priority, routing_key) "
-            f"VALUES (%(group_id)s, %(priority)s, %(routing_key)s::text) {upsert_group} "
+            f"VALUES (:group_id, :priority, :routing_key ::text) {upsert_group} "
             "RETURNING group_id) "
-            f"INSERT INTO {m} (group_id, event, enqueued_at) SELECT group_id, %(event)s, {now} "
+            f"INSERT INTO {m} (group_id, event, enqueued_at) SELECT group_id, :event, {now} "
             f"FROM g {notified}"
         )
         # New groups arrive in the order of their first message in the batch. "Now" is read
         # once, in the one-row FROM item that notifies (pg_notify keeps it from being pulled
         # up into the rows): per row, it would cost the server a call of its own.
         self.publish_many = positional(
-            "WITH items AS (SELECT * FROM unnest(%(groups)s::text[], %(events)s::text[]) "
+            "WITH items AS (SELECT * FROM unnest(:groups ::text[], :events ::text[]) "
             "WITH ORDINALITY AS i(group_id, event, n)), "
             "firsts AS (SELECT group_id, min(n) AS n FROM items GROUP BY group_id), "
             f"g AS (INSERT INTO {g} (group_id, priority, routing_key) "
-            "SELECT group_id, %(priority)s::integer, %(routing_key)s::text FROM firsts ORDER BY n "
+            "SELECT group_id, :priority ::integer, :routing_key ::text FROM firsts ORDER BY n "
             f"{upsert_group} RETURNING group_id) "
             f"INSERT INTO {m} (group_id, event, enqueued_at) "
             "SELECT i.group_id, i.event, notified.now FROM items i JOIN g USING (group_id) "
             f"CROSS JOIN (SELECT {now} AS now, {notify_sql(names)}) AS notified ORDER BY i.n"
         )
         self.ack = positional(
-            f"WITH {self._seen('%(group_id)s')}, "
-            f"acked AS (DELETE FROM {m} WHERE seq = %(seq)s AND locked_by = %(locked_by)s "
+            f"WITH {self._seen(':group_id')}, "
+            f"acked AS (DELETE FROM {m} WHERE seq = :seq AND locked_by = :locked_by "
             "RETURNING group_id), "
             f"dropped AS ({self._drop_group('acked')}) "
             "SELECT count(*) FROM acked"
@@ -165,13 +168,13 @@ class Statements:
         # A message leaves for the dead table fenced by its lease; ``uncount`` takes back the
         # delivery the claim that found it undeliverable counted.
         self.bury = positional(
-            f"WITH {self._seen(f'(SELECT group_id FROM {m} WHERE seq = %(seq)s)')}, "
-            f"gone AS (DELETE FROM {m} WHERE seq = %(seq)s AND locked_by = %(locked_by)s "
+            f"WITH {self._seen(f'(SELECT group_id FROM {m} WHERE seq = :seq)')}, "
+            f"gone AS (DELETE FROM {m} WHERE seq = :seq AND locked_by = :locked_by "
             "RETURNING seq, group_id, event, deliveries), "
             f"buried AS (INSERT INTO {d} "
             "(seq, group_id, event, error, dead_at, deliveries, priority, routing_key) "
-            f"SELECT gone.seq, gone.group_id, gone.event, %(error)s, {now}, "
-            "greatest(gone.deliveries - %(uncount)s, 0), coalesce(g.priority, 0), g.routing_key "
+            f"SELECT gone.seq, gone.group_id, gone.event, :error, {now}, "
+            "greatest(gone.deliveries - :uncount, 0), coalesce(g.priority, 0), g.routing_key "
             f"FROM gone LEFT JOIN {g} g ON g.group_id = gone.group_id "
             "ON CONFLICT (seq) DO UPDATE SET group_id = EXCLUDED.group_id, "
             "event = EXCLUDED.event, error = EXCLUDED.error, dead_at = EXCLUDED.dead_at, "
@@ -180,7 +183,7 @@ class Statements:
             f"dropped AS ({self._drop_group('gone')}) "
             "SELECT count(*) FROM gone"
         )
-        fence = "WHERE seq = %(seq)s AND locked_by = %(locked_by)s"
+        fence = "WHERE seq = :seq AND locked_by = :locked_by"
         # One row per message freed (rowcount 0 or 1), each notifying.
         self.free = positional(
             f"WITH freed AS (UPDATE {m} SET locked_by = NULL, lock_expiry = NULL {fence} "
@@ -195,26 +198,26 @@ class Statements:
         # claims walk past it on the index instead of over it (it stays blocked meanwhile).
         self.park = positional(
             f"WITH parked AS (UPDATE {m} SET locked_by = '{PARKED}', "
-            f"lock_expiry = {now} + %(delay)s {fence} RETURNING group_id, lock_expiry), "
+            f"lock_expiry = {now} + :delay {fence} RETURNING group_id, lock_expiry), "
             f"deferred AS (UPDATE {g} g SET last_claimed_at = parked.lock_expiry FROM parked "
             "WHERE g.group_id = parked.group_id) "
             "SELECT count(*) FROM parked"
         )
-        self.extend = positional(f"UPDATE {m} SET lock_expiry = {now} + %(visibility)s {fence}")
+        self.extend = positional(f"UPDATE {m} SET lock_expiry = {now} + :visibility {fence}")
         self.identity = positional(IDENTITY)
         # A claim that buried its group's head puts the group back where it stood in the
         # rotation, so the group's next message is the claim's to take (as on SQLite).
         self.untouch = positional(
-            f"UPDATE {g} SET last_claimed_at = %(before)s::float8 WHERE group_id = %(group_id)s"
+            f"UPDATE {g} SET last_claimed_at = :before ::float8 WHERE group_id = :group_id"
         )
         # A batch's leases its caller will not get (those after a head the batch buried, which
         # successive claims would have walked to anew) go back exactly as they were: the
         # message's lock and delivery count, the group's place in the rotation. Fenced by each
         # lease; rare, so the arrays' plan matters not.
         self.untake = positional(
-            "WITH back AS (SELECT * FROM unnest(%(seqs)s::bigint[], %(locked_by)s::text[], "
-            "%(was_by)s::text[], %(was_expiry)s::float8[], %(group_ids)s::text[], "
-            "%(before)s::float8[]) AS b(seq, locked_by, was_by, was_expiry, group_id, before)), "
+            "WITH back AS (SELECT * FROM unnest(:seqs ::bigint[], :locked_by ::text[], "
+            ":was_by ::text[], :was_expiry ::float8[], :group_ids ::text[], "
+            ":before ::float8[]) AS b(seq, locked_by, was_by, was_expiry, group_id, before)), "
             f"freed AS (UPDATE {m} m SET locked_by = b.was_by, lock_expiry = b.was_expiry, "
             "deliveries = greatest(m.deliveries - 1, 0) FROM back b "
             "WHERE m.seq = b.seq AND m.locked_by = b.locked_by RETURNING m.seq) "
@@ -250,10 +253,10 @@ class Statements:
             f"SELECT split_part(w.locked_by, '#', 1), count(*) FROM {m} w "
             f"WHERE w.locked_by <> '{PARKED}' AND {live_lease('w', now)} GROUP BY 1 ORDER BY 1"
         )
-        group = "(%(group_id)s::text IS NULL OR group_id = %(group_id)s::text)"
+        group = "(:group_id ::text IS NULL OR group_id = :group_id ::text)"
         self.peek = positional(
             f"SELECT seq, group_id, event, locked_by, lock_expiry, deliveries, {now} FROM {m} "
-            f"WHERE {group} ORDER BY seq LIMIT %(limit)s"
+            f"WHERE {group} ORDER BY seq LIMIT :limit"
         )
         self.release = positional(
             f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL "
@@ -265,12 +268,12 @@ class Statements:
         )
         # The group row first: a publish racing the purge either commits before (its message
         # is purged too, by the next statement's fresh snapshot) or after (a new group).
-        self.purge_group = positional(f"DELETE FROM {g} WHERE group_id = %(group_id)s")
-        self.purge_messages = positional(f"DELETE FROM {m} WHERE group_id = %(group_id)s")
-        pick = f"{group} AND (%(seqs)s::bigint[] IS NULL OR seq = ANY(%(seqs)s::bigint[]))"
+        self.purge_group = positional(f"DELETE FROM {g} WHERE group_id = :group_id")
+        self.purge_messages = positional(f"DELETE FROM {m} WHERE group_id = :group_id")
+        pick = f"{group} AND (:seqs ::bigint[] IS NULL OR seq = ANY(:seqs ::bigint[]))"
         self.dead = positional(
             "SELECT seq, group_id, event, error, dead_at, deliveries, priority, routing_key "
-            f"FROM {d} WHERE {pick} ORDER BY seq LIMIT %(limit)s"
+            f"FROM {d} WHERE {pick} ORDER BY seq LIMIT :limit"
         )
         # Requeued groups come back with the priority and routing key they had, in the order
         # of their first dead message; an existing group's row is locked (the upsert), so an
@@ -322,7 +325,7 @@ class Statements:
             f"DELETE FROM {self._g} g USING {removed}, seen "
             f"WHERE g.group_id = {removed}.group_id AND g.xmin = seen.version "
             f"AND NOT EXISTS (SELECT 1 FROM {self._m} x WHERE x.group_id = {removed}.group_id "
-            "AND x.seq <> %(seq)s)"
+            "AND x.seq <> :seq)"
         )
 
     def claim(self, min_priority: int, keys: int) -> Statement:
@@ -330,7 +333,7 @@ class Statements:
         then arrival) whose head is not leased or parked, nor the next :data:`LOOKAHEAD`
         messages either, with a priority of at least ``min_priority`` (0 to ``MAX_PRIORITY``,
         spelled in the statement) and, with ``keys`` > 0, a routing key among the ``keys``
-        items of ``%(keys)s``; returns seq, group_id, event, the delivery count this lease
+        items of ``:keys``; returns seq, group_id, event, the delivery count this lease
         makes and the group's ``last_claimed_at`` before this claim.
 
         Its cost stays flat in the backlog: the walk of the groups is an index walk in
@@ -406,16 +409,16 @@ def _picks(names: Names, now: str, min_priority: int, keys: int, size: int, more
         if size == 1:
             return f"pick AS ({walk})"
         # The walk locks the rows as the outer LIMIT pulls them: ``limit``, not ``size``.
-        return f"pick AS (SELECT * FROM ({walk}) w LIMIT %(limit)s)"
-    floor = "g.priority >= %(min_priority)s" if min_priority > 0 else None
-    key = "g.routing_key = (%(keys)s::text[])[{}]"
+        return f"pick AS (SELECT * FROM ({walk}) w LIMIT :limit)"
+    floor = "g.priority >= :min_priority" if min_priority > 0 else None
+    key = "g.routing_key = (:keys ::text[])[{}]"
     lanes = [
         f"lane{i} AS MATERIALIZED "
         f"({_pick(names, now, _eligible(m, now, key.format(i + 1), floor), size, more)})"
         for i in range(keys)
     ]
     union = " UNION ALL ".join(f"SELECT * FROM lane{i}" for i in range(keys))
-    limit = "1" if size == 1 else "%(limit)s"
+    limit = "1" if size == 1 else ":limit"
     return (
         f"{', '.join(lanes)}, pick AS (SELECT * FROM ({union}) w "
         f"ORDER BY w.before, w.arrival LIMIT {limit})"
@@ -433,8 +436,8 @@ def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
     picks = _picks(names, now, min_priority, keys, 1, "")
     return positional(
         f"WITH {picks}, "
-        f"lease AS (UPDATE {m} m SET locked_by = %(locked_by)s, "
-        f"lock_expiry = {now} + %(visibility)s, deliveries = {COUNTED} "
+        f"lease AS (UPDATE {m} m SET locked_by = :locked_by, "
+        f"lock_expiry = {now} + :visibility, deliveries = {COUNTED} "
         "FROM pick WHERE m.seq = pick.seq RETURNING m.seq, m.group_id, m.event, m.deliveries), "
         # The one group by its key: a join with pick was hashed over a small groups table.
         f"touch AS (UPDATE {g} g SET last_claimed_at = {now} "
@@ -460,8 +463,8 @@ def _claim_many(names: Names, now: str, min_priority: int, keys: int, size: int)
         f"WITH {picks}, "
         "ranked AS (SELECT pick.*, row_number() OVER (ORDER BY pick.before, pick.arrival) AS k "
         "FROM pick), "
-        f"lease AS (UPDATE {m} m SET locked_by = (%(tokens)s::text[])[r.k], "
-        f"lock_expiry = {now} + %(visibility)s, deliveries = {COUNTED} "
+        f"lease AS (UPDATE {m} m SET locked_by = (:tokens ::text[])[r.k], "
+        f"lock_expiry = {now} + :visibility, deliveries = {COUNTED} "
         "FROM ranked r WHERE m.seq = r.seq RETURNING m.seq, m.event, m.deliveries), "
         f"touch AS (UPDATE {g} g SET last_claimed_at = {now} FROM ranked r "
         "WHERE g.group_id = r.group_id) "
@@ -481,7 +484,7 @@ def _acks(names: Names, size: int) -> Statement:
     call). Returns the ``(seq, locked_by)`` of each message deleted."""
     m, g = names.messages, names.groups
     pairs = ", ".join(
-        f"(%(seq{i})s::bigint, %(by{i})s::text)" if i == 0 else f"(%(seq{i})s, %(by{i})s)"
+        f"(:seq{i} ::bigint, :by{i} ::text)" if i == 0 else f"(:seq{i}, :by{i})"
         for i in range(size)
     )
     built = positional(

@@ -14,9 +14,10 @@ needs it uses the fragment: when a lease is live (:func:`live_lease`), which mes
 group (:func:`head_of`), when a group may be claimed (:func:`eligible`), the rotation's order
 (:func:`rotation`), when a group has no message left (:func:`no_messages`).
 
-The strings are plain SQL: SQLAlchemy's ``text(...).compile()`` for the sqlite3 driver
-(``named`` paramstyle) returns every one of them unchanged, so it is not called; a dialect whose
-driver binds another style (psycopg's ``%(name)s``) converts in its own room.
+Each statement is declared as a Core ``text()`` construct and compiled once by SQLAlchemy's
+sqlite dialect (:class:`Compiled`, which keeps the construct for the outbox to run on an
+application's connection); the driver is handed that compilation, never a string that skipped
+it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import lru_cache
+
+from sqlalchemy import TextClause, text
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 
 from harel_sa.schema import MAX_PRIORITY, Names
 
@@ -66,25 +70,41 @@ def number_or_null(column: str) -> str:
     return f"CASE WHEN typeof({column}) IN ('integer', 'real') THEN {column} END"
 
 
-class Numbered(str):
-    """A statement bound by position (``?N``) that keeps its ``:name`` form (``named``), the
-    form a Core ``text()`` takes (:mod:`harel_sa.outbox`)."""
-
-    named: str
+#: The sqlite dialect, binding by name (from a dict) and by number (from a tuple).
+_BY_NAME = SQLiteDialect_pysqlite(paramstyle="named")
+_BY_NUMBER = SQLiteDialect_pysqlite(paramstyle="numeric")
 
 
-def positional(sql: str, *order: str) -> Numbered:
-    """``sql`` with each ``:name`` as ``?N``, ``N`` its place in ``order`` (from 1), to be bound
-    from a tuple in that order; a name left unbound raises ``ValueError`` (a statement
-    mistyped here, found at import, never at a call)."""
-    numbered = sql
-    for number, name in enumerate(order, 1):
-        numbered = re.sub(rf":{name}\b", f"?{number}", numbered)
-    left = re.search(r":[A-Za-z_]\w*", numbered)
+class Compiled(str):
+    """SQLAlchemy's compilation of the Core ``text()`` construct ``clause`` for the sqlite3
+    driver: the statement as the driver is handed it."""
+
+    clause: TextClause
+
+
+def named(sql: str) -> Compiled:
+    """``sql`` as a ``text()`` construct compiled for binding from a dict (``:name``)."""
+    clause = text(sql)
+    found = Compiled(clause.compile(dialect=_BY_NAME))
+    found.clause = clause
+    return found
+
+
+def positional(sql: str, *order: str) -> Compiled:
+    """``sql`` as a ``text()`` construct compiled for binding from a tuple: each ``:name`` as
+    ``?N``, ``N`` its place in ``order`` (from 1). A name ``order`` leaves out raises
+    ``ValueError`` (a statement mistyped here, found when it is built, never at a call)."""
+    clause = text(sql)
+    compiled = clause.compile(dialect=_BY_NUMBER)
+    names = list(compiled.positiontup or ())
+    left = sorted(set(names) - set(order))
     if left:
-        raise ValueError(f"{left.group()} is not in {order} for: {numbered}")
-    found = Numbered(numbered)
-    found.named = sql
+        raise ValueError(f"{left} not in {order} for: {sql}")
+    numbered = re.sub(
+        r":(\d+)\b", lambda m: f"?{order.index(names[int(m[1]) - 1]) + 1}", str(compiled)
+    )
+    found = Compiled(numbered)
+    found.clause = clause
     return found
 
 
@@ -167,18 +187,21 @@ class Statements:
         # ``n`` is 1): the groups marked claimed, by the rowids its select read in the same
         # transaction; the heads leased, each to its own holder, their deliveries counted.
         self._mark_claimed = _by_size(
-            lambda n: f"UPDATE {g} SET last_claimed_at = ? WHERE {_among('rowid', n)}"
+            lambda n: positional(
+                f"UPDATE {g} SET last_claimed_at = :now WHERE {_among('rowid', n)}",
+                *("now", *_each("rowid", n)),
+            )
         )
         self._lease = _by_size(lambda n: _lease(m, n))
         # A lease its caller never received (an async claim cancelled inside the driver) goes
         # back as if never taken, its delivery uncounted.
-        self.give_back = (
+        self.give_back = named(
             f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL, deliveries = :deliveries "
             "WHERE seq = :seq AND locked_by = :locked_by"
         )
         # Group rows without a message (another program's half-done work) are walked by every
         # claim: the claim deletes the one it met and the empty ones among the next 255.
-        self.drop_empty_groups = (
+        self.drop_empty_groups = named(
             f"DELETE FROM {g} WHERE (rowid = :grow OR rowid IN (SELECT rowid FROM {g} "
             "WHERE (last_claimed_at, rowid) > (:last_claimed_at, :grow) "
             f"ORDER BY {rotation(g)} LIMIT 255)) AND {no_messages(m, f'{g}.group_id')}"
@@ -203,49 +226,54 @@ class Statements:
         )
         # Moving to the dead table works by seq alone, in SQL: a row whose group_id is not
         # UTF-8 text is moved as it is, and an earlier dead letter of the same seq is replaced.
-        self.copy_to_dead = (
+        self.copy_to_dead = named(
             f"INSERT OR REPLACE INTO {d} "
             "(seq, group_id, event, error, dead_at, deliveries, priority, routing_key) "
             f"SELECT m.seq, m.group_id, m.event, :error, :now, {count_of('m.deliveries')}, "
             f"{priority_of('g.priority')}, g.routing_key "
             f"FROM {m} AS m LEFT JOIN {g} AS g ON g.group_id = m.group_id WHERE m.seq = :seq"
         )
-        self.delete_message = f"DELETE FROM {m} WHERE seq = :seq"
-        self.drop_group_of_dead = (
+        self.delete_message = named(f"DELETE FROM {m} WHERE seq = :seq")
+        self.drop_group_of_dead = named(
             f"DELETE FROM {g} WHERE group_id = (SELECT group_id FROM {d} WHERE seq = :seq) "
             f"AND {no_messages(m, f'{g}.group_id')}"
         )
-        self.holds_lease = f"SELECT 1 FROM {m} WHERE seq = :seq AND locked_by = :locked_by"
+        self.holds_lease = named(f"SELECT 1 FROM {m} WHERE seq = :seq AND locked_by = :locked_by")
         # An ack's group dropped once empty, by name (the outbox's; batches use the sized form).
-        self.drop_group_if_empty = (
+        self.drop_group_if_empty = named(
             f"DELETE FROM {g} WHERE group_id = :group_id AND {no_messages(m, f'{g}.group_id')}"
         )
-        self._claims: dict[tuple[int, int], str] = {}
-        self._claims_up_to: dict[tuple[int, int], str] = {}
+        self._claims: dict[tuple[int, int], Compiled] = {}
+        self._claims_up_to: dict[tuple[int, int], Compiled] = {}
         # A batch of acks: the rows of up to ROWS_AT_ONCE leases' messages, then the deletes
         # of those the leases still hold, then their groups once empty (an ack's ``n`` is 1),
         # each one statement per size (built on first use).
         self._locks_of = _by_size(
-            lambda n: f"SELECT seq, locked_by FROM {m} WHERE {_among('seq', n)}"
+            lambda n: positional(
+                f"SELECT seq, locked_by FROM {m} WHERE {_among('seq', n)}", *_each("seq", n)
+            )
         )
-        self._delete_seqs = _by_size(lambda n: f"DELETE FROM {m} WHERE {_among('seq', n)}")
+        self._delete_seqs = _by_size(
+            lambda n: positional(f"DELETE FROM {m} WHERE {_among('seq', n)}", *_each("seq", n))
+        )
         self._drop_groups_if_empty = _by_size(
-            lambda n: (
+            lambda n: positional(
                 f"DELETE FROM {g} WHERE {_among('group_id', n)} "
-                f"AND {no_messages(m, f'{g}.group_id')}"
+                f"AND {no_messages(m, f'{g}.group_id')}",
+                *_each("group_id", n),
             )
         )
         self._admin(m, g, d)
 
     def _admin(self, m: str, g: str, d: str) -> None:
         # -- the admin operations: reads in one snapshot, and repairs ------------------------
-        self.counts = (
+        self.counts = named(
             f"SELECT count(*), "
             f"coalesce(sum(NOT ({parked(m)}) AND {live_lease(m)}), 0), "
             f"coalesce(sum({parked(m)} AND {live_lease(m)}), 0) FROM {m}"
         )
-        self.group_count = f"SELECT count(*) FROM {g}"
-        self.dead_count = f"SELECT count(*) FROM {d}"
+        self.group_count = named(f"SELECT count(*) FROM {g}")
+        self.dead_count = named(f"SELECT count(*) FROM {d}")
         created = "json_extract(event, '$.created_time')"
         # When the message was enqueued (harel_sa's publish), else when its event says it was
         # created (rows other programs wrote): a number, or ISO-8601 text as bytes.
@@ -254,63 +282,65 @@ class Statements:
             f"NULL WHEN NOT json_valid(event) THEN NULL WHEN typeof({created}) IN "
             f"('integer', 'real') THEN {created} ELSE {raw_text(created)} END)"
         )
-        self.oldest = f"SELECT {since} FROM {m} ORDER BY seq LIMIT 1"
+        self.oldest = named(f"SELECT {since} FROM {m} ORDER BY seq LIMIT 1")
         by = (
             "SELECT {0}, count(DISTINCT g.group_id), count(m.seq) FROM {1} AS g "
             "LEFT JOIN {2} AS m ON m.group_id = g.group_id GROUP BY 1 ORDER BY 1"
         )
-        self.by_priority = by.format(priority_of("g.priority"), g, m)
-        self.by_routing_key = by.format(raw_text("g.routing_key"), g, m)
-        self.oldest_ready = (
+        self.by_priority = named(by.format(priority_of("g.priority"), g, m))
+        self.by_routing_key = named(by.format(raw_text("g.routing_key"), g, m))
+        self.oldest_ready = named(
             f"SELECT {since} FROM {m} AS r WHERE NOT ({live_lease('r')}) ORDER BY seq LIMIT 1"
         )
-        self.published = f"SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = '{m}'"
+        self.published = named(
+            f"SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = '{m}'"
+        )
         worker = raw_text("substr(locked_by, 1, instr(locked_by, '#') - 1)")
-        self.by_worker = (
+        self.by_worker = named(
             f"SELECT {worker}, count(*) "
             f"FROM {m} AS w WHERE NOT ({parked('w')}) AND {live_lease('w')} "
             "GROUP BY 1 ORDER BY 1"
         )
         # Whether the lease is live comes from the rule, as the claim reads it (an odd expiry
         # is lapsed); parked or leased from the bytes of locked_by.
-        self.peek = (
+        self.peek = named(
             f"SELECT seq, {raw_text('group_id')}, {raw_text('event')}, {raw_text('locked_by')}, "
             f"{number_or_null('lock_expiry')}, {count_of('deliveries')}, "
             f"coalesce({live_lease(m)}, 0) FROM {m} "
             "WHERE :group_id IS NULL OR group_id = :group_id ORDER BY seq LIMIT :limit"
         )
-        self.end_parks = (
+        self.end_parks = named(
             f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL "
             f"WHERE {parked(m)} AND (:group_id IS NULL OR group_id = :group_id)"
         )
         # Parks moved their groups to the park's end (move_group_to_park_end); back to now.
-        self.return_parked_groups = (
+        self.return_parked_groups = named(
             f"UPDATE {g} SET last_claimed_at = :now "
             "WHERE last_claimed_at > :now AND (:group_id IS NULL OR group_id = :group_id)"
         )
-        self.purge_messages = f"DELETE FROM {m} WHERE group_id = :group_id"
-        self.purge_group = f"DELETE FROM {g} WHERE group_id = :group_id"
+        self.purge_messages = named(f"DELETE FROM {m} WHERE group_id = :group_id")
+        self.purge_group = named(f"DELETE FROM {g} WHERE group_id = :group_id")
         pick = (
             "(:group_id IS NULL OR group_id = :group_id) AND "
             "(:seqs IS NULL OR seq IN (SELECT value FROM json_each(:seqs)))"
         )
-        self.dead = (
+        self.dead = named(
             f"SELECT seq, {raw_text('group_id')}, {raw_text('event')}, {raw_text('error')}, "
             f"COALESCE(CAST(dead_at AS REAL), 0.0), {count_of('deliveries')}, "
             f"{priority_of('priority')}, {raw_text('routing_key')} "
             f"FROM {d} WHERE {pick} ORDER BY seq LIMIT :limit"
         )
-        self.requeue = (
+        self.requeue = named(
             f"INSERT INTO {m} (group_id, event, enqueued_at) SELECT group_id, event, :now "
             f"FROM {d} WHERE {pick} ORDER BY seq"
         )
-        self.requeue_groups = (
+        self.requeue_groups = named(
             f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "
             f"SELECT group_id, priority, routing_key FROM {d} WHERE {pick} ORDER BY seq"
         )
-        self.delete_dead = f"DELETE FROM {d} WHERE {pick}"
+        self.delete_dead = named(f"DELETE FROM {d} WHERE {pick}")
 
-    def claim(self, min_priority: int, keys: int) -> str:
+    def claim(self, min_priority: int, keys: int) -> Compiled:
         """The select of a claim: the head of the first group, in round-robin order, that has
         nothing in flight, a priority >= ``min_priority`` and (with ``keys`` > 0) a routing
         key among the ``keys`` bound; or a group row without messages met first (``seq``
@@ -329,31 +359,31 @@ class Statements:
                 (min_priority, keys), _claim(self.names, min_priority, keys, many=False)
             )
 
-    def mark_claimed(self, n: int) -> str:
+    def mark_claimed(self, n: int) -> Compiled:
         """Mark ``n`` (at most :data:`ROWS_AT_ONCE`) groups claimed at a claim's now, by their
         rowids (as the claim's select read them): bind ``(now, rowid, ...)``."""
         return self._mark_claimed[n]
 
-    def lease(self, n: int) -> str:
+    def lease(self, n: int) -> Compiled:
         """Lease ``n`` (at most :data:`ROWS_AT_ONCE`) messages, each to its holder, until one
         expiry, and count a delivery of each: bind ``(seq, locked_by, ..., expiry)``."""
         return self._lease[n]
 
-    def locks_of(self, n: int) -> str:
+    def locks_of(self, n: int) -> Compiled:
         """The ``(seq, locked_by)`` of ``n`` (at most :data:`ROWS_AT_ONCE`) messages, by seq:
         bind the seqs."""
         return self._locks_of[n]
 
-    def delete_seqs(self, n: int) -> str:
+    def delete_seqs(self, n: int) -> Compiled:
         """Delete ``n`` (at most :data:`ROWS_AT_ONCE`) messages by seq: bind the seqs."""
         return self._delete_seqs[n]
 
-    def drop_groups_if_empty(self, n: int) -> str:
+    def drop_groups_if_empty(self, n: int) -> Compiled:
         """Delete those of ``n`` (at most :data:`ROWS_AT_ONCE`) groups that have no message
         left: bind their ``group_id``\\ s."""
         return self._drop_groups_if_empty[n]
 
-    def claim_up_to(self, min_priority: int, keys: int) -> str:
+    def claim_up_to(self, min_priority: int, keys: int) -> Compiled:
         """:meth:`claim`'s select for the first ``limit`` groups, in the same order: bind
         ``(now, key0, ..., limit)``. Each group comes once (a row per group), so its rows are
         what successive claims at the same instant would take, up to the first row one of them
@@ -366,39 +396,47 @@ class Statements:
             )
 
 
-class _by_size(dict[int, str]):
+class _by_size(dict[int, Compiled]):
     """The statement ``build(n)`` for each ``n`` (1 to :data:`ROWS_AT_ONCE`) asked for, built
     once."""
 
-    def __init__(self, build: Callable[[int], str]) -> None:
+    def __init__(self, build: Callable[[int], Compiled]) -> None:
         super().__init__()
         self.build = build
 
-    def __missing__(self, n: int) -> str:
+    def __missing__(self, n: int) -> Compiled:
         if not 0 < n <= ROWS_AT_ONCE:
             raise ValueError(f"a statement of a batch names 1-{ROWS_AT_ONCE} rows, not {n}")
         sql = self[n] = self.build(n)
         return sql
 
 
+def _each(column: str, n: int) -> tuple[str, ...]:
+    """The names of ``n`` parameters for ``column``, in order: ``column0``, ``column1``, ..."""
+    return tuple(f"{column}{i}" for i in range(n))
+
+
 def _among(column: str, n: int) -> str:
-    """``column`` is one of ``n`` parameters (bound in order)."""
-    return f"{column} = ?" if n == 1 else f"{column} IN ({', '.join(['?'] * n)})"
+    """``column`` is one of ``n`` parameters (:func:`_each`'s names)."""
+    each = [f":{name}" for name in _each(column, n)]
+    return f"{column} = {each[0]}" if n == 1 else f"{column} IN ({', '.join(each)})"
 
 
-def _lease(messages: str, n: int) -> str:
-    # ``?1, ?3, ...`` the seqs, ``?2, ?4, ...`` their holders, ``?2n+1`` the expiry: one
-    # statement for the batch (an UPDATE per row, each a run of its own, cost 1.4 times as much).
-    holders = " ".join(f"WHEN ?{2 * i + 1} THEN ?{2 * i + 2}" for i in range(n))
-    seqs = ", ".join(f"?{2 * i + 1}" for i in range(n))
-    held, among = ("?2", "seq = ?1") if n == 1 else (f"CASE seq {holders} END", f"seq IN ({seqs})")
-    return (
-        f"UPDATE {messages} SET locked_by = {held}, lock_expiry = ?{2 * n + 1}, "
-        f"deliveries = {count_of('deliveries')} + 1 WHERE {among}"
+def _lease(messages: str, n: int) -> Compiled:
+    # Bound ``(seq0, holder0, seq1, holder1, ..., expiry)``: one statement for the batch (an
+    # UPDATE per row, each a run of its own, costs more).
+    holders = " ".join(f"WHEN :seq{i} THEN :holder{i}" for i in range(n))
+    held = ":holder0" if n == 1 else f"CASE seq {holders} END"
+    order = [name for i in range(n) for name in (f"seq{i}", f"holder{i}")]
+    return positional(
+        f"UPDATE {messages} SET locked_by = {held}, lock_expiry = :expiry, "
+        f"deliveries = {count_of('deliveries')} + 1 WHERE {_among('seq', n)}",
+        *order,
+        "expiry",
     )
 
 
-def _claim(names: Names, min_priority: int, keys: int, *, many: bool) -> str:
+def _claim(names: Names, min_priority: int, keys: int, *, many: bool) -> Compiled:
     if keys:
         lanes = [f"g.routing_key = :key{i} AND g.priority >= {min_priority}" for i in range(keys)]
     elif min_priority:

@@ -9,9 +9,9 @@ is tried again, as the ``Worker`` does).
     python rolling_body.py worker   URL DIR NAME             # claim and ack until DIR/stop
     python rolling_body.py producer URL DIR GROUPS START     # publish until DIR/stop
 
-A worker writes ``group n time`` to ``DIR/<NAME>.log`` once each ack returns True; a producer
-writes how many it published to ``DIR/produced``. ``URL`` is ``sqlite:///PATH`` or a
-``postgresql://`` URL.
+A worker writes ``group n time`` (the time its claim returned) to ``DIR/<NAME>.log`` once
+each ack returns True; a producer writes how many it published to ``DIR/produced``. ``URL``
+is ``sqlite:///PATH`` or a ``postgresql://`` URL.
 """
 
 from __future__ import annotations
@@ -68,9 +68,12 @@ def worker(url: str, out: Path, name: str) -> None:
                 idle = idle + 1 if stop.exists() else 0
                 time.sleep(0.005)
                 continue
+            # Taken before the ack: the group's next claim can only follow the ack, so these
+            # times order a group's deliveries whatever the scheduler does after the ack.
+            claimed_at = time.time()
             if not ridden_out(lambda lease=lease: q.ack(lease), url):
                 raise RuntimeError(f"ack of {lease.group_id}#{lease.seq} was fenced")
-            log.write(f"{lease.group_id} {lease.event.data['n']} {time.time():.6f}\n")
+            log.write(f"{lease.group_id} {lease.event.data['n']} {claimed_at:.6f}\n")
             log.flush()
 
 

@@ -369,8 +369,9 @@ def test_every_statement_on_the_applications_connection_is_a_compiled_text_const
         conn.commit()
     plan = outbox._plan(engine.dialect.name)
     found: list[object] = []
-    for value in vars(plan).values():  # the plan's constructs, and those in its dicts
+    for value in vars(plan).values():  # the plan's constructs, in its dicts, its statements'
         found += list(value.values()) if isinstance(value, dict) else [value]
+        found += [getattr(v, "clause", None) for v in getattr(value, "__dict__", {}).values()]
     clauses = [value for value in found if isinstance(value, TextClause)]
     compiled = {str(clause.compile(dialect=engine.dialect)) for clause in clauses}
     assert seen and all(sql in compiled for sql in seen), [s for s in seen if s not in compiled]
