@@ -174,8 +174,16 @@ def commands(text: str) -> list[str]:
     return [c for c in (re.sub(r"\s+#.*$", "", ln).strip() for ln in text.splitlines()) if c]
 
 
+#: The documents whose examples also run on PostgreSQL: ``DATABASE_URL`` names a fresh database.
+ON_POSTGRESQL = {"docs/outbox.md"}
+
+
 @pytest.mark.parametrize("doc", [d for d in DOCS if d not in OWN_RULES])
-def test_every_block_of_the_document_runs_as_written(doc: str, tmp_path: Path) -> None:
+def test_every_block_of_the_document_runs_as_written(
+    doc: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if doc in ON_POSTGRESQL:
+        monkeypatch.setenv("DATABASE_URL", str(request.getfixturevalue("pg_url")))
     found = blocks(doc)
     for block in found:
         if block.mark.startswith("<!-- illustrative:"):
