@@ -21,6 +21,7 @@ import pytest
 
 from harel_sa import AsyncPostgresTransport, HarelSAError, PostgresTransport
 from harel_sa.postgres.connect import display
+from tests.checks import first_call
 from tests.cli.conftest import ROOT, Cli, as_json
 from tests.pg_cluster import Cluster
 
@@ -129,7 +130,7 @@ def test_no_command_prints_the_password(
 def test_no_transport_shows_the_password(pg_url: str, role: str, form: str) -> None:
     url = with_password(pg_url, role, form)
     with pytest.raises(HarelSAError) as refused:  # no queue: the advice names the database
-        PostgresTransport(url, create_schema=False)
+        first_call(PostgresTransport(url, create_schema=False))
     hidden(str(refused.value))
     with PostgresTransport(url) as q:
         hidden(q.database, repr(q))

@@ -25,10 +25,10 @@ from harel_sa.postgres.statements import positional
 from harel_sa.postgres.wire import AsyncConnection, Connection, ServerSession, Unprepared, Wire
 from tests.postgres.relay import holding_the_close
 
-SLEEP = positional("SELECT pg_sleep(%(seconds)s)")
-INSERT = positional("INSERT INTO marks (n) VALUES (%(n)s)")
-ECHO_INT = positional("SELECT %(n)s::integer")
-ECHO = positional("SELECT %(a)s, %(b)s, %(c)s, %(d)s, %(e)s::text[], %(f)s::timestamptz")
+SLEEP = positional("SELECT pg_sleep(:seconds)")
+INSERT = positional("INSERT INTO marks (n) VALUES (:n)")
+ECHO_INT = positional("SELECT :n ::integer")
+ECHO = positional("SELECT :a, :b, :c, :d, :e ::text[], :f ::timestamptz")
 
 
 def one(statement: Any, **params: Any) -> One[Result]:
@@ -80,9 +80,9 @@ def test_a_statement_is_prepared_once_per_connection_and_parameter_types(conn: C
 
 def test_an_error_is_psycopgs_and_leaves_the_connection_usable(conn: Connection) -> None:
     with pytest.raises(pg.UndefinedTable):
-        run(conn, one(positional("SELECT * FROM nowhere WHERE n = %(n)s"), n=1))
+        run(conn, one(positional("SELECT * FROM nowhere WHERE n = :n"), n=1))
     with pytest.raises(pg.InvalidTextRepresentation):
-        run(conn, one(positional("SELECT %(n)s::integer"), n="one"))
+        run(conn, one(positional("SELECT :n ::integer"), n="one"))
     assert conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
     assert run(conn, one(INSERT, n=1)).rowcount == 1
 
@@ -93,7 +93,7 @@ def _insert_then(statement: Any, params: dict[str, Any]) -> Program[None]:
 
 
 def test_a_program_that_fails_is_rolled_back(conn: Connection) -> None:
-    failing = Op(partial(_insert_then, positional("SELECT 1 / %(n)s"), {"n": 0}), begin=b"BEGIN")
+    failing = Op(partial(_insert_then, positional("SELECT 1 / :n"), {"n": 0}), begin=b"BEGIN")
     with pytest.raises(pg.DivisionByZero):
         run(conn, failing)
     assert conn.pgconn.transaction_status == pq.TransactionStatus.IDLE

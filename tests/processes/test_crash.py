@@ -284,8 +284,9 @@ def test_producers_and_workers_killed_at_random_moments_lose_nothing(
     # Every committed publish (as its producer logged it) was handled at least once.
     assert [i for i in all_logged if i not in handled_ids] == []
 
-    # A message handled but never logged can only be the publish its producer was killed in:
-    # the call after the last one it logged. Anything else would be a phantom.
+    # A message handled but never logged can only be of the publish its producer was killed
+    # in: the call after the last one it logged, or that call itself when the kill came while
+    # it logged a publish_many's items. Anything else would be a phantom.
     last_logged: dict[tuple[str, str], int] = {}
     for i in all_logged:
         slot, inc, n, _ = i.split(".")
@@ -294,7 +295,7 @@ def test_producers_and_workers_killed_at_random_moments_lose_nothing(
     phantoms = []
     for i in unlogged:
         slot, inc, n, _ = i.split(".")
-        if int(n) != last_logged.get((slot, inc), -1) + 1:
+        if int(n) - last_logged.get((slot, inc), -1) not in (0, 1):
             phantoms.append(i)
     assert phantoms == []
 

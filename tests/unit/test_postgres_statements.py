@@ -12,17 +12,17 @@ from harel_sa.schema import Names
 
 
 def test_names_are_numbered_in_order_of_first_use_and_a_repeated_name_is_one_parameter() -> None:
-    statement = positional("SELECT %(b)s, %(a)s::int, %(b)s WHERE x = %(c)s")
-    assert statement.sql == b"SELECT $1, $2::int, $1 WHERE x = $3"
+    statement = positional("SELECT :b, :a ::int, :b WHERE x = :c")
+    assert statement.sql == b"SELECT $1, $2 ::int, $1 WHERE x = $3"
     assert statement.names == ("b", "a", "c")
 
 
 def test_bind_orders_the_values_and_ignores_names_the_statement_does_not_use() -> None:
-    statement = positional("UPDATE t SET v = %(value)s WHERE k = %(key)s")
+    statement = positional("UPDATE t SET v = :value WHERE k = :key")
     assert tuple(statement.bind({"key": "k1", "value": 2, "now": 1.5})) == (2, "k1")
     with pytest.raises(KeyError):
         statement.bind({"key": "k1"})
-    one, none = positional("SELECT %(a)s"), positional("SELECT 1")
+    one, none = positional("SELECT :a"), positional("SELECT 1")
     assert tuple(one.bind({"a": [1, 2]})) == ([1, 2],) and tuple(none.bind({"a": 1})) == ()
 
 
