@@ -96,7 +96,9 @@ def add_db_options(parser: argparse.ArgumentParser, *, default_db: str | None = 
         default=default_db,
         help="the SQLite file" + (f" (default: {default_db})" if default_db else ""),
     )
-    where.add_argument("--url", metavar="URL", help="the database as a sqlite:///PATH URL")
+    where.add_argument(
+        "--url", metavar="URL", help="the database as a sqlite:///PATH or postgresql://... URL"
+    )
     add_prefix_option(parser)
 
 
@@ -122,7 +124,7 @@ def target(args: argparse.Namespace, *, must_exist: bool) -> Target:
     elif args.db:
         api = path = args.db
     else:
-        raise CliError("no database: give --db PATH or --url sqlite:///PATH")
+        raise CliError("no database: give --db PATH or --url sqlite:///PATH|postgresql://...")
     found = Target(api, path, checked, is_url=bool(args.url))
     if path is not None:
         _check_path(path, must_exist, found)
@@ -137,14 +139,21 @@ def queue_target(args: argparse.Namespace, *, must_exist: bool) -> Target:
     return target(args, must_exist=must_exist)
 
 
-def open_queue(t: Target, *, create_schema: bool = False, pooler: Pooler = "auto") -> Any:
+def open_queue(
+    t: Target, *, create_schema: bool = False, pooler: Pooler = "auto", read_only: bool = False
+) -> Any:
     """The sync transport on ``t``: SQLite's (:meth:`Target.open`) or PostgreSQL's (through
-    ``pooler``), its schema checked (or, with ``create_schema``, brought to head)."""
+    ``pooler``), its schema checked (or, with ``create_schema``, brought to head).
+    ``read_only``: SQLite's file opened ``mode=ro``, PostgreSQL's transactions read-only."""
     if t.path is None and is_postgresql(t.api):
         from harel_sa import PostgresTransport
+        from harel_sa.postgres.connect import read_only as read_only_info
 
-        return PostgresTransport(t.api, prefix=t.prefix, create_schema=create_schema, pooler=pooler)
-    return t.open(create_schema=create_schema) if create_schema else t.open()
+        where = read_only_info(t.api) if read_only else t.api
+        return PostgresTransport(where, prefix=t.prefix, create_schema=create_schema, pooler=pooler)
+    if create_schema:
+        return t.open(create_schema=True)
+    return t.open(read_only=read_only)
 
 
 def prefix(value: str) -> str:
@@ -163,7 +172,8 @@ def _url_path(url: str) -> str | None:
         raise CliError(f"not a database URL: {display(url)!r}") from exc
     if parsed.drivername not in ("sqlite", "sqlite+pysqlite"):
         raise CliError(
-            f"harel-sa works on SQLite files (sqlite:///PATH), not {parsed.drivername!r}"
+            f"unknown database URL scheme {parsed.drivername!r}: use sqlite:///PATH or "
+            "postgresql://..."
         )
     if not parsed.database or parsed.database == ":memory:":
         raise CliError(f"{display(url)!r} names no file: use sqlite:///PATH")

@@ -196,8 +196,13 @@ def _config_json(c: demo.DemoConfig) -> dict[str, object]:
         "workers": c.workers,
         "producers": c.producers,
         "concurrency": c.concurrency,
-        "synchronous": c.synchronous,
+        "synchronous": None if is_postgresql(c.api) else c.synchronous,
     }
+
+
+def _durability(c: demo.DemoConfig) -> str:
+    """SQLite's durability setting, as the header names it (PostgreSQL has none of its own)."""
+    return "" if is_postgresql(c.api) else f", synchronous={c.synchronous}"
 
 
 def _text(c: demo.DemoConfig, r: demo.DemoReport) -> str:
@@ -213,7 +218,7 @@ def _text(c: demo.DemoConfig, r: demo.DemoReport) -> str:
         else "FAILED: " + "; ".join(r.problems)
     )
     return (
-        f"demo on {display(c.api)} (prefix {c.prefix}, synchronous={c.synchronous}): "
+        f"demo on {display(c.api)} (prefix {c.prefix}{_durability(c)}): "
         f"{c.messages} messages over {c.groups} groups, {c.producers} producer(s), "
         f"{c.workers} worker(s) x {c.concurrency} handler(s)\n"
         f"published  {r.messages} in {r.publish_seconds:.2f}s\n"

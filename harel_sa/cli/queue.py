@@ -2,9 +2,10 @@
 
 Each opens the transport with ``create_schema=False``: they never create or migrate anything,
 and a file that is not this prefix's queue at head fails with the one-line ``SchemaError``
-(exit 3) before anything is written. ``stats``, ``peek`` and ``dead list`` open the file
-read-only (``mode=ro``): they write nothing, not even the journal mode. A missing file is a
-usage error (exit 2); none is ever created.
+(exit 3) before anything is written. ``stats``, ``peek`` and ``dead list`` only read: a
+SQLite file opened ``mode=ro`` (nothing written, not even the journal mode), PostgreSQL's
+transactions read-only. A missing file is a usage error (exit 2); none is ever created. Every
+command works on ``--db PATH``, ``--url sqlite:///PATH`` and ``--url postgresql://...``.
 Deleting commands (``purge``, ``dead purge``) ask first unless ``--yes``.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from harel_sa import DeadMessage, QueuedMessage, SqliteTransport, Stats
+from harel_sa import DeadMessage, QueuedMessage, Stats
 from harel_sa.cli.common import (
     FAILED,
     OK,
@@ -27,8 +28,9 @@ from harel_sa.cli.common import (
     ago,
     confirm,
     emit,
+    open_queue,
+    queue_target,
     table,
-    target,
 )
 from harel_sa.cli.format import (
     age,
@@ -141,8 +143,8 @@ def _dead(commands: Commands) -> None:
 
 
 @contextmanager
-def _opened(args: argparse.Namespace, *, read_only: bool = False) -> Iterator[SqliteTransport]:
-    transport = target(args, must_exist=True).open(read_only=read_only)
+def _opened(args: argparse.Namespace, *, read_only: bool = False) -> Iterator[Any]:
+    transport = open_queue(queue_target(args, must_exist=True), read_only=read_only)
     try:
         yield transport
     finally:
@@ -281,7 +283,7 @@ def _dead_block(d: DeadMessage) -> str:
     return f"{head}\n  error: {error}\n  event: {d.event}"
 
 
-def _missing_seqs(q: SqliteTransport, args: argparse.Namespace) -> None:
+def _missing_seqs(q: Any, args: argparse.Namespace) -> None:
     """An explicit ``--seq`` must name dead messages (of ``--group``, if given): else exit 1,
     having changed nothing."""
     if not args.seq:

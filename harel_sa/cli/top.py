@@ -16,8 +16,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from harel_sa import SqliteTransport, Stats
-from harel_sa.cli.common import OK, Commands, add_db_options, target
+from harel_sa import Stats
+from harel_sa.cli.common import OK, Commands, add_db_options, open_queue, queue_target
 from harel_sa.cli.format import age, utc_time
 
 
@@ -68,16 +68,16 @@ class Window:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    t = target(args, must_exist=True)
+    t = queue_target(args, must_exist=True)
     out = sys.stdout
     live = not args.plain and _isatty(out)
     window = Window(args.window)
     screen = Screen(out, f"{t.shown} (prefix {t.prefix})") if live else None
     shown = 0
     try:
-        with t.open(read_only=True) as queue:  # it only reads: mode=ro, as stats
+        with open_queue(t, read_only=True) as queue:  # it only reads, as stats
             while args.iterations is None or shown < args.iterations:
-                stats = _stats(queue)
+                stats: Stats = queue.stats()
                 rates = window.add(time.monotonic(), stats)
                 if screen is not None:
                     screen.draw(stats, rates)
@@ -92,10 +92,6 @@ def cmd_top(args: argparse.Namespace) -> int:
         if screen is not None:
             screen.close()
     return OK
-
-
-def _stats(queue: SqliteTransport[Any]) -> Stats:
-    return queue.stats()
 
 
 def _rate(rates: Rates | None, which: str) -> str:

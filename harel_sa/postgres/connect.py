@@ -151,6 +151,18 @@ def conninfo(target: object) -> str:
     return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
 
 
+def read_only(target: object) -> URL:
+    """The URL of ``target`` whose every transaction is read-only
+    (``default_transaction_read_only``, added to the URL's own ``options``): what the commands
+    that only look open, so they write nothing even as a role that may."""
+    url = postgres_url(target)
+    given = url.query.get("options") or ""
+    options = given if isinstance(given, str) else " ".join(given)
+    return url.update_query_dict(
+        {"options": f"{options} -c default_transaction_read_only=on".strip()}
+    )
+
+
 def read_state(
     target: object, *, prefix: str = DEFAULT_PREFIX, version_table: str | None = None
 ) -> State:

@@ -241,13 +241,19 @@ class Statements:
         )
         by = (
             "SELECT {0}, count(DISTINCT g.group_id), count(m.seq) FROM {1} AS g "
-            "LEFT JOIN {2} AS m ON m.group_id = g.group_id GROUP BY 1 ORDER BY 1"
+            # NULL (no routing key) first, as SQLite sorts it: both backends list alike.
+            "LEFT JOIN {2} AS m ON m.group_id = g.group_id GROUP BY 1 ORDER BY 1 NULLS FIRST"
         )
         self.by_priority = positional(by.format("g.priority", g, m))
         self.by_routing_key = positional(by.format("g.routing_key", g, m))
+        # The last seq given out; a role that may only read the tables, not the sequence (an
+        # operator's read-only role), gets the highest seq still there instead.
         self.published = positional(
-            "SELECT coalesce(pg_sequence_last_value("
-            f"pg_get_serial_sequence('{m}', 'seq')::regclass), 0)"
+            "SELECT CASE WHEN has_sequence_privilege(q.s::oid, 'SELECT, USAGE') "
+            "THEN coalesce(pg_sequence_last_value(q.s), 0) "
+            f"ELSE greatest((SELECT coalesce(max(seq), 0) FROM {m}), "
+            f"(SELECT coalesce(max(seq), 0) FROM {names.dead})) END "
+            f"FROM (SELECT pg_get_serial_sequence('{m}', 'seq')::regclass AS s) AS q"
         )
         self.by_worker = positional(
             f"SELECT split_part(w.locked_by, '#', 1), count(*) FROM {m} w "

@@ -177,7 +177,7 @@ def test_a_prefix_moves_on_its_own(cli: Cli, db: str) -> None:
         ["stats", "--db", "/nonexistent/dir/x.db"],
         ["db", "upgrade", "--db", "/nonexistent/dir/x.db"],
         ["db", "check", "--db", "missing.db"],
-        ["peek", "--url", "postgresql://x"],
+        ["peek", "--url", "postgressql://x"],
         ["stats", "--url", "sqlite+foo:///x.db"],
         ["db", "upgrade", "--url", "sqlite+foo:///x.db"],
         ["stats", "--url", "sqlite://"],

@@ -124,6 +124,7 @@ def test_the_demo_runs_and_verifies_itself_on_a_postgres_database(cli: Cli, pg_u
     assert done.returncode == 0, done.stderr
     report = as_json(done)
     assert report["ok"] is True and report["problems"] == []
+    assert report["config"]["synchronous"] is None  # SQLite's setting: none on PostgreSQL
     assert sorted(report["shares"]) == ["worker-1", "worker-2", "worker-3"]
     assert sum(report["shares"].values()) == 400  # each delivered once, all delivered
     with PostgresTransport(pg_url, create_schema=False) as q:
@@ -134,6 +135,7 @@ def test_the_demo_runs_and_verifies_itself_on_a_postgres_database(cli: Cli, pg_u
     again = cli("demo", "--url", pg_url, *small, "--fresh", "--no-progress")
     assert again.returncode == 0, again.stderr
     assert "verified: every message delivered once, in order within its group" in again.stdout
+    assert "synchronous" not in again.stdout
 
 
 def test_the_demo_refuses_an_applications_database(cli: Cli, pg_url: str) -> None:
