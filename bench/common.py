@@ -128,7 +128,7 @@ def fmt_num(x: float) -> str:
 X = "\N{MULTIPLICATION SIGN}"
 DASH = "\N{EN DASH}"
 #: A verdict's note on a bar this project set beside an issue's own.
-BEYOND = "a bar beyond the issue's"
+BEYOND = "extra bar"
 #: The charts of bench/charts.py, as the sections that show them name them.
 BATCH_PNG, PG_PNG = "batches.png", "pg_drains.png"
 
@@ -141,6 +141,35 @@ def fmt(xs: list[float], scale: float = 1.0) -> str:
 
 def fmt_ratio(xs: list[float]) -> str:
     return f"{fmt_num(med(xs))}{X} ({fmt_num(min(xs))}{DASH}{fmt_num(max(xs))})"
+
+
+# --- the summary (RESULTS.md) ----------------------------------------------------------------
+
+#: One row of a workload's summary: (the figure, or a target with its bar; its value, a ratio
+#: with its spread where the run has one; the verdict, or "" for a figure without a bar).
+Row = tuple[str, str, str]
+
+
+def verdict(ok: bool, beyond: bool = False) -> str:
+    """``**met**`` or ``**NOT met**``; ``beyond``: a bar this project set beside the issue's."""
+    said = "**met**" if ok else "**NOT met**"
+    return f"{said} ({BEYOND})" if beyond else said
+
+
+def table(head: list[str], rows: list[list[str]] | list[Row]) -> list[str]:
+    """A Markdown table's lines."""
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    return out + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def summary(title: str, what: str, rows: list[Row], *more: str) -> list[str]:
+    """A workload's summary: its heading, what it measures, its figures and targets, notes."""
+    out = [f"## {title}", "", what, ""]
+    if rows:
+        out += [*table(["figure or target", f"median (min{DASH}max)", "verdict"], rows), ""]
+    for line in more:
+        out += [line, ""]
+    return out
 
 
 # --- runs ------------------------------------------------------------------------------------

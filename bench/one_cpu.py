@@ -27,14 +27,15 @@ from typing import Any
 
 import aiosqlite
 import batches
-from common import BEYOND, Config, X, event, fmt, fmt_ratio, med, ratios
+from common import Config, Row, X, event, fmt, fmt_ratio, med, ratios, summary, verdict
 
 from harel_sa.sqlite.aio import in_thread
 
 PAIR = ("Worker batched", "AsyncWorker batched")
 FREE, ONE = "free", "one CPU"
 PLACES = (FREE, ONE)
-#: What a hop's function holds the thread for: nothing, and about a batch of 32 at NORMAL here.
+#: What a hop's function holds the thread for, in seconds: nothing, and a millisecond (a
+#: batch's work, as an order of magnitude).
 HOP_WORK = (0.0, 0.001)
 #: Round trips per measurement of a hop (its figure is their mean).
 HOPS = 600
@@ -116,79 +117,54 @@ def _ratio(drains: dict[str, list[float]]) -> list[float]:
     return ratios(drains["AsyncWorker batched"], drains["Worker batched"])
 
 
-def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
+def targets(w: dict[str, Any]) -> list[Row]:
     """The issue's AsyncWorker bar with each process held to one CPU (a bar beside the
     issue's, which workload "batch" judges), and the hop's round trip."""
-    rows = []
+    rows: list[Row] = []
     for sync in batches.SYNCS:
         free, one = w["drains"][FREE][sync], w["drains"][ONE][sync]
         held = _ratio(one)
-        a, s = one["AsyncWorker batched"], one["Worker batched"]
         rows.append(
             (
-                f"Batched AsyncWorker drain ({sync}) ≥ 0.8{X} the batched Worker, each process"
-                " held to one CPU",
-                f"{fmt(a)} vs {fmt(s)} msgs/s: {fmt_ratio(held)}; free, in the same run:"
-                f" {fmt_ratio(_ratio(free))}; the AsyncWorker on one CPU ÷ the Worker free:"
-                f" {fmt_ratio(ratios(a, free['Worker batched']))}",
-                f"{'**met**' if med(held) >= 0.8 else '**NOT met**'} ({BEYOND})",
+                f"`{PAIR[1]}` ÷ `{PAIR[0]}` ({sync}), each held to one CPU, ≥ 0.8{X}",
+                f"{fmt_ratio(held)}; free {fmt_ratio(_ratio(free))}; on one CPU ÷ the Worker"
+                f" free {fmt_ratio(ratios(one[PAIR[1]], free[PAIR[0]]))}",
+                verdict(med(held) >= 0.8, beyond=True),
             )
         )
     hops = w["hops"]
     cells = [
-        f"{work * 1e3:g} ms of work: {fmt(hops[FREE][str(work)], 1e6)} µs free,"
+        f"{work * 1e3:g} ms: {fmt(hops[FREE][str(work)], 1e6)} µs free,"
         f" {fmt(hops[ONE][str(work)], 1e6)} µs on one CPU"
         for work in HOP_WORK
     ]
-    label = "A hop into aiosqlite's thread and back, beyond the work it carries (mean)"
+    label = "A hop into aiosqlite's thread and back, beyond the work it carries"
     rows.append((label, "; ".join(cells), "reported"))
     return rows
 
 
 def section(w: dict[str, Any]) -> list[str]:
-    head = ["variant", *(f"{s} msgs/s, {place}" for s in batches.SYNCS for place in PLACES)]
-    head += [f"one CPU ÷ free ({s})" for s in batches.SYNCS]
-    lines = [
-        "## The batching AsyncWorker on one CPU (issue 16)",
-        "",
-        f"Workload batch's `Worker batched` and `AsyncWorker batched` drains ({w['n']:,} messages"
-        f" over {w['groups']:,} groups, `concurrency={w['batch']}, batch={w['batch']}`,"
-        " zero-work handlers), each in a child process of its own: free to use every CPU, or"
-        " held to one (`os.sched_setaffinity`). And the transport's hop alone"
-        " (`harel_sa.sqlite.aio.in_thread`), carrying a function that holds the thread for"
-        f" {_ms(HOP_WORK)}: its mean round trip beyond that work.",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|" + "|".join("---" for _ in head) + "|",
-    ]
-    d = w["drains"]
-    for v in PAIR:
-        cells = [fmt(d[place][s][v]) for s in batches.SYNCS for place in PLACES]
-        cells += [fmt_ratio(ratios(d[ONE][s][v], d[FREE][s][v])) for s in batches.SYNCS]
-        lines.append("| " + " | ".join([v, *cells]) + " |")
-    return [*lines, ""]
+    return summary(
+        "The batching AsyncWorker on one CPU (issue 16)",
+        "Workload batch's two batching workers, each in a process free or held to one CPU"
+        f" (`os.sched_setaffinity`); the transport's hop alone, carrying {_ms(HOP_WORK)} of"
+        " work.",
+        targets(w),
+    )
 
 
 def says(w: dict[str, Any]) -> str:
     """What the measurements say of the batching AsyncWorker's gap, from this run's figures."""
-    hops, work = w["hops"], str(HOP_WORK[-1])
-    free, one = med(hops[FREE][work]) * 1e6, med(hops[ONE][work]) * 1e6
     held = "; ".join(
         f"{sync} {med(_ratio(w['drains'][ONE][sync])):.2f}{X}"
         f" (free: {med(_ratio(w['drains'][FREE][sync])):.2f}{X})"
         for sync in batches.SYNCS
     )
     return (
-        "- **The batching AsyncWorker.** It makes one hop into aiosqlite's thread per batch and"
-        " one back; the batching Worker's slot thread sends its batch itself. A hop that holds"
-        f" the thread for {float(work) * 1e3:g} ms comes back {free:.0f} µs later than that"
-        f" with the process free to use every CPU, {one:.0f} µs held to one CPU, where waking"
-        " the other thread is a switch on the same CPU, not the wake-up of another. With each"
-        f" process held to one CPU the AsyncWorker reaches {held} the Worker. Python's lock"
-        " lets one thread run at a time, so a worker process whose handlers hold it (quick"
-        " handlers, or ones that wait on I/O) gives up little by being held to one CPU"
-        " (`taskset -c N`, `os.sched_setaffinity`); handlers that spend their time in code"
-        " that lets go of it (compression, numpy) would."
+        "- **The batching AsyncWorker** hops into aiosqlite's thread and back once per batch;"
+        f" held to one CPU, where that wake-up is a switch on the same CPU, it reaches {held}"
+        " the Worker. A worker process whose handlers hold Python's lock loses little by being"
+        " held to one CPU (`taskset -c N`)."
     )
 
 

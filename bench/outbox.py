@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from common import Config, med
+from common import Config, Row, X, fmt_ratio, med, summary, verdict
 from pg_server import Server
 from sqlalchemy import Connection, Engine, create_engine, text
 
@@ -94,24 +94,26 @@ def run(cfg: Config) -> dict[str, Any]:
     return out
 
 
-def section(w: dict[str, Any]) -> list[str]:
-    rows = []
-    for dialect in ("sqlite", "postgresql"):
-        r = w[dialect]
-        rows.append(
-            f"| {dialect} | {med(r['by_hand']):,.0f} | {med(r['outbox']):,.0f} | "
-            f"{med(r['ratio']):.3f}x ({min(r['ratio']):.3f}-{max(r['ratio']):.3f}) |"
-        )
+#: The target: a publish in the application's transaction at most this many times the time of
+#: the application writing the same rows itself.
+LIMIT = 1.2
+
+
+def targets(w: dict[str, Any]) -> list[Row]:
     return [
-        "## A publish in the application's transaction (issue 39)",
-        "",
-        f"{w['n']:,} application transactions on the application's own engine"
-        " (`create_engine(url)`, its defaults), each writing a message and committing: the"
-        " application's own `INSERT`s of the same rows, against `Outbox.publish(conn, ...)`;"
-        " turns alternating (`bench/outbox.py`). Target: the outbox at most 1.2x the"
-        " application's own insert.",
-        "",
-        "| database | by hand, tx/s | outbox, tx/s | outbox ÷ by hand (time) |",
-        "|---|---:|---:|---:|",
-        *rows,
+        (
+            f"`Outbox.publish` ÷ own `INSERT`s ({dialect}, time) ≤ {LIMIT}{X}",
+            fmt_ratio(w[dialect]["ratio"]),
+            verdict(med(w[dialect]["ratio"]) <= LIMIT),
+        )
+        for dialect in ("sqlite", "postgresql")
     ]
+
+
+def section(w: dict[str, Any]) -> list[str]:
+    return summary(
+        "A publish in the application's transaction (issue 39)",
+        f"{w['n']:,} transactions on the application's engine, each writing a message and"
+        " committing: its own `INSERT`s of the rows against `Outbox.publish(conn, ...)`.",
+        targets(w),
+    )

@@ -41,7 +41,7 @@ import pg_baseline
 import pg_interleave
 import pg_peers
 import psycopg
-from common import BEYOND, PG_PNG, Config, X, fmt, fmt_num, fmt_ratio, med, ratios
+from common import PG_PNG, Config, Row, X, fmt_ratio, med, ratios, summary, verdict
 from pg_server import Server, explain
 from procs import _collect, jain
 
@@ -50,7 +50,6 @@ BASE = "baseline"
 PROCS = (1, 2, 4)
 CLIENTS = (1, 4, 8)
 BATCH = 1_000  # messages per publish_many / enqueue call in the fills
-US = 1e6
 DISTS = (
     "psycopg",
     "psycopg-binary",
@@ -589,19 +588,7 @@ def run(cfg: Config) -> dict[str, Any]:
 
 # --- the report ------------------------------------------------------------------------------
 
-THEIRS = "harel_sa"  # the backend measured against these anchors, once GROUP_QUEUES has it
-
-
-def _x(a: list[float], b: list[float]) -> list[float]:
-    return ratios(a, b)
-
-
-def _published(w: dict[str, Any], name: str, mode: str) -> list[float]:
-    """A queue's publish figures (msgs/s, one per repetition; ``mode`` single or batched)."""
-    impl = w["publish"]["impls"].get(name)
-    return list(impl[mode]) if impl is not None else []
-
-
+THEIRS = "harel_sa"
 BATCHED = "harel_sa batched"
 BATCHED_BASE = "baseline batched"
 NOTIFYING = "baseline notify"
@@ -612,572 +599,160 @@ PGQUEUER = "pgqueuer"
 LIMIT = 1.1  # issue 15: the claim at 100k groups ≤ 1.1x the claim at 1k
 
 
-def _claim_targets(cl: dict[str, Any]) -> list[tuple[str, str, str]]:
+def _published(w: dict[str, Any], name: str, mode: str) -> list[float]:
+    """A queue's publish figures (msgs/s, one per repetition; ``mode`` single or batched)."""
+    return list(w["publish"]["impls"][name][mode])
+
+
+def _rate(impl: dict[str, Any], c: str | int) -> list[float]:
+    return impl[str(c)]["rate"]
+
+
+def _fewer(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """``a`` ÷ ``b`` with 1 and 2 processes, beside a 4-process figure."""
+    return "; ".join(f"{c}: {fmt_ratio(ratios(_rate(a, c), _rate(b, c)))}" for c in (1, 2))
+
+
+def _claim_targets(cl: dict[str, Any]) -> list[Row]:
     """harel_sa's claim against its own claim at 1k groups, per case: met when the median
     ratio with synchronous_commit off (the claim's own cost, without the WAL flush its commit
-    waits for) is at most 1.1x; the ratio with it on is shown beside."""
-    ref = cl["cases"][0]
-    ours = cl.get(THEIRS)
-    if ours is None:  # a run before harel_sa's claim was measured: the baseline's bar only
-        big = cl["cases"][1]
-        x = _x(cl["sync_on"][big], cl["sync_on"][ref])
-        return [
-            (
-                f"PostgreSQL claim at {big} groups ≤ {LIMIT}{X} at {ref}; flat behind parked and"
-                " lower-priority groups (EXPLAIN)",
-                f"the baseline: {fmt_ratio(x)} at {big}",
-                "pending (harel_sa's claim not measured in this run)",
-            )
-        ]
+    waits for) is at most 1.1x; the ratio with it on, and the baseline's, are shown beside."""
+    ref, ours = cl["cases"][0], cl[THEIRS]
     rows = []
-    for k, label in enumerate(cl["cases"][1:], start=1):
-        on = _x(ours["sync_on"][label], ours["sync_on"][ref])
-        off = _x(ours["sync_off"][label], ours["sync_off"][ref])
-        base = _x(cl["sync_off"][label], cl["sync_off"][ref])
-        what = {1: f"at {label} groups", 2: f"at {label}"}.get(k, label)
-        why = "" if k <= 2 else "; the groups' rule: the walk must not visit what it passes"
+    for label in cl["cases"][1:]:
+        on = ratios(ours["sync_on"][label], ours["sync_on"][ref])
+        off = ratios(ours["sync_off"][label], ours["sync_off"][ref])
+        base = ratios(cl["sync_off"][label], cl["sync_off"][ref])
         rows.append(
             (
-                f"PostgreSQL claim {what} ≤ {LIMIT}{X} at {ref} (harel_sa, sync off{why})",
-                f"{fmt(ours['sync_off'][label], US)} vs {fmt(ours['sync_off'][ref], US)} µs:"
-                f" {fmt_ratio(off)} sync off ({fmt_ratio(on)} sync on); walk buffers"
-                f" {ours['buffers'][label]} vs {ours['buffers'][ref]}"
-                f" (the baseline: {fmt_ratio(base)} sync off)",
-                "**met**" if med(off) <= LIMIT else "**NOT met**",
+                f"Claim {label} ÷ at {ref}, sync off, ≤ {LIMIT}{X}",
+                f"{fmt_ratio(off)}; sync on {fmt_ratio(on)}; the baseline {fmt_ratio(base)}",
+                verdict(med(off) <= LIMIT),
             )
         )
     return rows
 
 
-def _batched_against(
-    batched: dict[str, Any], other: dict[str, Any], what: str
-) -> tuple[str, str, str]:
-    """harel_sa's batched drain with 4 processes against another batched drain (bar 0.9x),
-    with the ratios at 1 and 2 processes beside."""
-    y = _x(batched["4"]["rate"], other["4"]["rate"])
-    fewer = "; ".join(
-        f"{c} process{'es' if c != '1' else ''}:"
-        f" {fmt_ratio(_x(batched[c]['rate'], other[c]['rate']))}"
-        for c in ("1", "2")
-        if c in batched and c in other
-    )
-    return (
-        f"PostgreSQL batched drain, 4 processes ≥ 0.9{X} the {what}",
-        f"{fmt(batched['4']['rate'])} vs {fmt(other['4']['rate'])} msgs/s:"
-        f" {fmt_ratio(y)} ({fewer})",
-        ("**met**" if med(y) >= 0.9 else "**NOT met**") + f" ({BEYOND})",
-    )
-
-
-def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """Issue 15's targets, and issue 16's on PostgreSQL: met or not once harel_sa is measured;
-    until then the bars they set, from this run's anchors."""
+def targets(w: dict[str, Any]) -> list[Row]:
+    """Issue 15's targets, and issue 16's on PostgreSQL."""
     d = w["drain"]["impls"]
-    rows: list[tuple[str, str, str]] = []
-    b = d[BASE]
-    ours = d.get(THEIRS)
-    for c in (str(c) for c in w["drain"]["procs"]):
-        bar = [0.9 * r for r in b[c]["rate"]]
-        if ours is None:
-            rows.append(
-                (
-                    f"PostgreSQL drain, {c} process(es), ≥ 0.9{X} the plain-psycopg baseline",
-                    f"bar: {fmt(bar)} msgs/s (baseline {fmt(b[c]['rate'])})",
-                    "pending (no harel_sa PostgresTransport yet)",
-                )
-            )
-            continue
-        design = _x(ours[c]["rate"], b[c]["rate"])
-        same = d.get(SAME)
-        x = design if same is None else _x(ours[c]["rate"], same[c]["rate"])
-        h = _x(ours[c]["rate"], d["harel"][c]["rate"])
-        against = "the design baseline" if same is None else "the same-SQL baseline"
+    b, ours, same = d[BASE], d[THEIRS], d[SAME]
+    rows: list[Row] = []
+    for c in map(str, w["drain"]["procs"]):
+        x, h = ratios(_rate(ours, c), _rate(same, c)), ratios(_rate(ours, c), _rate(d["harel"], c))
         rows.append(
             (
-                f"PostgreSQL drain, {c} process(es), ≥ 0.9{X} {against} and ≥ 1.1{X} harel",
-                f"{fmt(ours[c]['rate'])} msgs/s: {fmt_ratio(x)} {against}, {fmt_ratio(h)} harel"
-                + ("" if same is None else f"; {fmt_ratio(design)} the design baseline"),
-                "**met**" if med(x) >= 0.9 and med(h) >= 1.1 else "**NOT met**",
+                f"Drain, {c} process{'es' if c != '1' else ''}: ÷ same-SQL baseline ≥ 0.9{X},"
+                f" ÷ harel ≥ 1.1{X}",
+                f"{fmt_ratio(x)}; harel {fmt_ratio(h)}; design baseline"
+                f" {fmt_ratio(ratios(_rate(ours, c), _rate(b, c)))}",
+                verdict(med(x) >= 0.9 and med(h) >= 1.1),
             )
         )
-    batched, pgq = d.get(BATCHED), d.get(PGQUEUER)
-    if batched is not None and pgq is not None and "4" in batched:
-        x = _x(batched["4"]["rate"], pgq["4"]["rate"])
-        fewer = "; ".join(
-            f"{c} process{'es' if c != '1' else ''}:"
-            f" {fmt_ratio(_x(batched[c]['rate'], pgq[c]['rate']))}"
-            for c in ("1", "2")
-            if c in batched
-        )
-        twin = d.get(BATCHED_BASE)
-        also = (
-            f"; the set-based baseline {fmt(twin['4']['rate'])} msgs/s,"
-            f" {fmt_ratio(_x(twin['4']['rate'], pgq['4']['rate']))} pgqueuer"
-            if twin is not None
-            else ""
-        )
-        rows.append(
-            (
-                f"PostgreSQL batched drain, 4 processes ≥ 1.0{X} pgqueuer (issue 16)",
-                f"{fmt(batched['4']['rate'])} vs {fmt(pgq['4']['rate'])} msgs/s: {fmt_ratio(x)}"
-                f" ({fewer}){also}",
-                "**met**" if med(x) >= 1.0 else "**NOT met**",
-            )
-        )
-        for other, what in (
-            (
-                twin,
-                "set-based batched baseline (plain psycopg; the bar issue 16 sets on SQLite,"
-                " applied here)",
-            ),
-            (
-                d.get(SAME_BATCHED),
-                "same-SQL batched baseline (plain psycopg, harel_sa's statements)",
-            ),
-        ):
-            if other is not None:
-                rows.append(_batched_against(batched, other, what))
-    rows += _claim_targets(w["claim"])
-    for mode in ("single", "batched"):
-        mine, alike, notifying, plain = (
-            _published(w, k, mode) for k in (THEIRS, SAME, NOTIFYING, BASE)
-        )
-        if not alike:  # a run before the same-SQL baseline: the design's, with NOTIFY
-            alike = notifying
-        what = f"PostgreSQL publish ({mode}) ≥ 0.9{X} the same-SQL baseline (the same work)"
-        if not mine or len(mine) != len(alike):
-            rows.append((what, f"bar: {fmt([0.9 * r for r in alike])} msgs/s", "pending"))
-            continue
-        x = _x(mine, alike)
-        rows.append(
-            (
-                what,
-                f"{fmt(mine)} vs {fmt(alike)} msgs/s: {fmt_ratio(x)};"
-                f" {fmt_ratio(_x(mine, notifying))} the design baseline with NOTIFY,"
-                f" {fmt_ratio(_x(mine, plain))} without it",
-                "**met**" if med(x) >= 0.9 else "**NOT met**",
-            )
-        )
-    if ours is not None:
-        up = _x(ours["4"]["rate"], ours["1"]["rate"])
-        shares = [s for rs in ours["4"]["shares"] for s in rs]
-        fair = min(shares) >= 0.2 and max(shares) <= 0.3
-        rows.append(
-            (
-                f"PostgreSQL drain with 4 processes ≥ 2{X} with 1, each process doing 20 to 30 %"
-                " of the work (harel_sa)",
-                f"{fmt(ours['4']['rate'])} vs {fmt(ours['1']['rate'])} msgs/s: {fmt_ratio(up)};"
-                f" each process did {min(shares) * 100:.1f} to {max(shares) * 100:.1f} %",
-                "**met**" if med(up) >= 2 and fair else "**NOT met**",
-            )
-        )
-    scale = _x(b["4"]["rate"], b["1"]["rate"])
+    batched, pgq, twin = d[BATCHED], d[PGQUEUER], d[BATCHED_BASE]
+    x = ratios(_rate(batched, 4), _rate(pgq, 4))
     rows.append(
         (
-            f"PostgreSQL drain with 4 processes ≥ 2{X} with 1 (the baseline: can it be done here?)",
-            f"baseline {fmt(b['4']['rate'])} vs {fmt(b['1']['rate'])} msgs/s: {fmt_ratio(scale)}",
-            "reported (the target is harel_sa's)",
+            f"Batched drain, 4 processes, ÷ pgqueuer ≥ 1{X} (issue 16)",
+            f"{fmt_ratio(x)} ({_fewer(batched, pgq)}); set-based baseline"
+            f" {fmt_ratio(ratios(_rate(twin, 4), _rate(pgq, 4)))}",
+            verdict(med(x) >= 1.0),
+        )
+    )
+    for other, what in ((twin, "set-based"), (d[SAME_BATCHED], "same-SQL")):
+        y = ratios(_rate(batched, 4), _rate(other, 4))
+        rows.append(
+            (
+                f"Batched drain, 4 processes, ÷ {what} batched baseline ≥ 0.9{X}",
+                f"{fmt_ratio(y)} ({_fewer(batched, other)})",
+                verdict(med(y) >= 0.9, beyond=True),
+            )
+        )
+    rows += _claim_targets(w["claim"])
+    for mode in ("single", "batched"):
+        mine = _published(w, THEIRS, mode)
+        x = ratios(mine, _published(w, SAME, mode))
+        rows.append(
+            (
+                f"Publish ({mode}) ÷ same-SQL baseline ≥ 0.9{X}",
+                f"{fmt_ratio(x)}; design baseline with NOTIFY"
+                f" {fmt_ratio(ratios(mine, _published(w, NOTIFYING, mode)))}, without"
+                f" {fmt_ratio(ratios(mine, _published(w, BASE, mode)))}",
+                verdict(med(x) >= 0.9),
+            )
+        )
+    up = ratios(_rate(ours, 4), _rate(ours, 1))
+    shares = [s for rs in ours["4"]["shares"] for s in rs]
+    rows.append(
+        (
+            f"Drain, 4 processes ÷ 1 ≥ 2{X}, each doing 20 to 30 %",
+            f"{fmt_ratio(up)}; each did {min(shares) * 100:.1f} to {max(shares) * 100:.1f} %",
+            verdict(med(up) >= 2 and min(shares) >= 0.2 and max(shares) <= 0.3),
+        )
+    )
+    rows.append(
+        (
+            "Drain, 4 processes ÷ 1, the baseline",
+            fmt_ratio(ratios(_rate(b, 4), _rate(b, 1))),
+            "reported",
         )
     )
     return rows
 
 
-def _checks_cell(checks: list[dict[str, int]]) -> str:
-    bad = Counter()
+def checks_cell(checks: list[dict[str, int]]) -> str:
+    """``ok``, or how many of each failed check over ``checks`` (one per drain)."""
+    bad: Counter[str] = Counter()
     for c in checks:
         bad.update({k: v for k, v in c.items() if v})
     return "ok" if not bad else "**" + ", ".join(f"{k} {v}" for k, v in bad.items()) + "**"
 
 
 def section(w: dict[str, Any]) -> list[str]:
-    from report import _table  # report imports this module
-
     d = w["drain"]
     impls = d["impls"]
-    base, same = impls[BASE], impls.get(SAME)
-    head = ["queue", "processes", "msgs/s", "÷ baseline",
-            *(["÷ same-SQL baseline"] if same else []), "÷ its 1 process",
-            "shares % (per repetition)", "Jain", "checks"]  # fmt: skip
-    rows = []
-    for v in impls.values():
-        for c in (str(c) for c in d["procs"]):
-            shares = "; ".join("/".join(f"{s * 100:.0f}" for s in rs) for rs in v[c]["shares"])
-            alike = [fmt_ratio(_x(v[c]["rate"], same[c]["rate"]))] if same else []
-            rows.append(
-                [
-                    v["label"],
-                    c,
-                    fmt(v[c]["rate"]),
-                    fmt_ratio(_x(v[c]["rate"], base[c]["rate"])),
-                    *alike,
-                    fmt_ratio(_x(v[c]["rate"], v["1"]["rate"])),
-                    shares,
-                    fmt(v[c]["jain"]),
-                    _checks_cell(v[c]["checks"]),
-                ]
-            )
-    pg = w["pgbench"]
-    brow = [[c, fmt(t)] for c, t in pg["tps"].items()]
-    versions = ", ".join(f"{k} {v}" for k, v in w["versions"].items())
-    server = "; ".join(f"{k} {v}" for k, v in w["server"].items())
-    race = [[k, "**yes: message stranded**" if v else "no"] for k, v in w["race"].items()]
-    lines = [
-        "## 8. PostgreSQL anchors (issues 15 and 16)",
-        "",
-        f"One throw-away PostgreSQL for the whole workload: {server}. Versions: {versions}."
-        f" Load average (1 min): {w['load at start']:.2f} at the workload's start,"
-        f" {w['load at end']:.2f} at its end; the server shares the machine's two cores with"
-        " the worker processes.",
-        "",
-        "- **harel_sa PostgresTransport**: this project's, a pool of one connection per worker"
-        " process; `claim` and `ack` are one prepared statement each, sent alone in autocommit"
-        " through libpq itself (`harel_sa/postgres/wire.py`: no psycopg cursor, psycopg's"
-        " `Transformer` adapting values and rows); `publish` and `publish_many` notify the"
-        " queue's channel in their statement (`pg_notify`, for the workers that `LISTEN`).",
-        "- **baseline** (`bench/pg_baseline.py`): harel_sa's group design in plain psycopg —"
-        " per-message FIFO groups, one in flight per group, round-robin by `last_claimed_at`"
-        " then arrival, leases with `lock_expiry`, fencing tokens. Each claim and each ack is"
-        " one prepared statement sent alone in autocommit: one round trip, one commit. Its"
-        " `publish_many` is prepared too and sends its arrays in binary, as harel_sa's does"
-        " (psycopg's text form of an array escapes every quote of every event in Python). Its"
-        " publish sends no notification; **baseline (plain psycopg, with NOTIFY)** is the same"
-        " publish with harel_sa's `pg_notify` (see Publish).",
-        "- **baseline (plain psycopg, harel_sa's SQL)** (`bench/pg_same_sql.py`): issue 15's"
-        ' baseline, "a plain-psycopg implementation of the same claim SQL": harel_sa\'s own'
-        " statements (from `harel_sa.postgres.statements`) on harel_sa's schema, sent as the"
-        " baseline sends its own (one connection, one prepared statement per call on psycopg's"
-        " `RawCursor`, arrays in binary, the same event decoding), without the library around"
-        " them (no argument checks, pool, sessions, programs, `Lease`s of its own, error"
-        " handling or dead-lettering). What separates harel_sa from it is the library's cost,"
-        " less what harel_sa saves by sending its statements without a cursor; what"
-        " separates it from the baseline above is what harel_sa's SQL does beyond the design's"
-        " (the claim's look-ahead past the head, the groups' per-floor and routing-key indexes"
-        " its updates maintain, `enqueued_at`, `NOTIFY`).",
-        "- **harel 0.9.0 PostgresTransport**: harel's own, one connection per worker process"
-        " (claim: `BEGIN`, its PL/pgSQL claim function, `COMMIT`; publish and ack likewise);"
-        " its `create_schema` made its tables and functions. It has no `publish_many`.",
-        *(
-            [
-                f"- **…, batches of {d['drain batch']}** (harel_sa's and both baselines', all"
-                " set-based): drained by `claim_many`, then `ack_many_and_claim_many` (see"
-                " Batched drain)."
-            ]
-            if "drain batch" in d
-            else []
-        ),
-        f"- **pgqueuer**: {pg_peers.JOB_QUEUES['pgqueuer'].how}.",
-        f"- **procrastinate**: {pg_peers.JOB_QUEUES['procrastinate'].how}.",
-        "",
-        "pgqueuer and procrastinate are plain job queues (no groups, no per-group FIFO):"
-        " throughput references, not the same contract.",
-        "",
-        "### Drain",
-        "",
-        f"{d['n']:,} messages over {d['groups']:,} groups (job queues: {d['n']:,} jobs),"
-        " zero-work handler, drained by 1, 2 or 4 worker processes (`spawn`ed, own connection"
-        " each). A commit here waits for a WAL flush whose time drifts by up to 2"
-        f"{X} within a minute (the disk is shared), so the group queues are drained in turns"
-        " (`bench/pg_interleave.py`): each fills a database of its own, then the same processes"
-        f" work on one queue at a time, all of them, for {d.get('turn', 0.1) * 1000:.0f} ms"
-        " (released together by a barrier), the queues taking turns in an order that rotates"
-        " every round, until every queue is empty. A group queue's msgs/s = its messages over"
-        " the sum of its turns, each from the barrier to the last ack in it. The job queues"
-        " drain on their own: msgs/s over the time from the barrier to the last ack (or until"
-        " the last worker's drain returned). ÷ baseline is taken per repetition. Checks, on"
-        " every drain: each message handled exactly once, in claim order per group (group"
-        " queues), no fenced-off ack, and no row left in the queue's tables.",
-        "",
-        f"![PostgreSQL drains against worker processes]({PG_PNG})",
-        "",
-        *_table(head, rows),
-        "",
-        *_batched_section(w, _table),
-        *_publish_section(w, _table),
-        "### pgbench: the commit ceiling",
-        "",
-        f"`pgbench -M prepared -T {pg['seconds']}` of one `UPDATE pgbench_accounts` of a random"
-        " row per transaction (scale 1), one client per connection. A claim + ack drain makes"
-        " two commits per message.",
-        "",
-        *_table(["clients", "transactions/s"], brow),
-        "",
-        *_claim_section(w["claim"], _table),
-        "### A publish racing the ack that drains its group",
-        "",
-        "One leased message in a group; a publish into the group holds its transaction open"
-        " (its upsert holds the group row's lock); the ack starts, waits for that lock, and"
-        " ends once the publish commits. Stranded = the new message is there, its group row is"
-        " not (no claim reaches it again). See `bench/pg_baseline.py`.",
-        "",
-        *_table(["ack", "stranded"], race),
-        "",
-        *_findings(w),
-    ]
-    return lines
-
-
-def _batched_section(w: dict[str, Any], table: Any) -> list[str]:
-    d = w["drain"]
-    impls = d["impls"]
-    ours, pgq = impls.get(BATCHED), impls.get(PGQUEUER)
-    if ours is None or pgq is None:
-        return []
-    size = d["drain batch"]
-    twin, alike = impls.get(BATCHED_BASE), impls.get(SAME_BATCHED)
-    rows = []
-    for c in (str(c) for c in d["procs"]):
-        row = [
-            c,
-            fmt(ours[c]["rate"]),
-            fmt(pgq[c]["rate"]),
-            fmt_ratio(_x(ours[c]["rate"], pgq[c]["rate"])),
-        ]
-        if twin is not None:
-            row += [
-                fmt(twin[c]["rate"]),
-                fmt_ratio(_x(twin[c]["rate"], pgq[c]["rate"])),
-                fmt_ratio(_x(ours[c]["rate"], twin[c]["rate"])),
-            ]
-        if alike is not None:
-            row += [fmt(alike[c]["rate"]), fmt_ratio(_x(ours[c]["rate"], alike[c]["rate"]))]
-        row.append(fmt_ratio(_x(ours[c]["rate"], impls[THEIRS][c]["rate"])))
-        rows.append(row)
-    head = ["processes", f"harel_sa, batches of {size}", "pgqueuer", "harel_sa ÷ pgqueuer"]
-    if twin is not None:
-        head += [
-            f"baseline, batches of {size}",
-            "baseline ÷ pgqueuer",
-            "harel_sa ÷ baseline batched",
-        ]
-    if alike is not None:
-        head += [f"same-SQL baseline, batches of {size}", "harel_sa ÷ same-SQL batched"]
-    head.append("harel_sa ÷ harel_sa unbatched")
-    return [
-        "### Batched drain (issue 16)",
-        "",
-        f"The same drains in batches of {size}: each worker process calls `claim_many(worker,"
-        f" visibility, {size})`, then `ack_many_and_claim_many(leases, worker, visibility,"
-        f" {size})` with the leases it holds, for as long as that brings new ones (one"
-        " transaction, so one commit, per batch). harel_sa's batches are set-based: one"
-        " statement leases up to 32 groups' heads, one acks up to 64 leases (a fused batch is"
-        " four round trips: BEGIN, the acks, the claim, COMMIT). The baseline's batches are"
-        " set-based too, the same design's raw statements in plain psycopg (`bench/"
-        "pg_baseline.py`, written there, not imported from harel_sa): one statement leases up"
-        f" to {size} groups' heads (the claim's walk with a literal LIMIT, each lease with a"
-        " token of its own, each group touched), one statement acks the batch (a `VALUES`"
-        " list of the leases; the groups it empties locked in `group_id` order and dropped only"
-        " at the row version its snapshot saw, the single ack's rule against a racing"
-        " publish); a fused batch is the same four round trips, a lone `claim_many` one"
-        " statement in autocommit. What harel_sa adds on top of it: validation, the"
-        " look-ahead past each head, the transport's pool and sessions, its `Lease`s, the"
-        " path that buries a head instead. The same-SQL baseline's batches send harel_sa's"
-        " own batch statements (`bench/pg_same_sql.py`). pgqueuer dequeues up to 10 jobs with"
-        " one statement and logs their completions in batches. A batch's messages count as"
-        " claimed when the call that leased them returned (the per-group order checked above);"
-        f" the checks are the drains'. {d['groups']:,} groups ≥ {size} {X} 4 processes, so every"
-        " process's batches can fill. Each ratio is per repetition, between drains of the same"
-        " repetition.",
-        "",
-        *table(head, rows),
-        "",
-    ]
-
-
-def _publish_section(w: dict[str, Any], table: Any) -> list[str]:
-    p = w["publish"]
-    against = [k for k in (BASE, NOTIFYING, SAME) if k in p["impls"]]
-    rows = []
-    for name, v in p["impls"].items():
-        for mode in ("single", "batched"):
-            mine = _published(w, name, mode)
-            if not mine:
-                continue
-            what = "one call per message" if mode == "single" else f"batches of {p['batch']:,}"
-            cells = [fmt_ratio(_x(mine, _published(w, k, mode))) for k in against]
-            rows.append([v["label"], what, fmt(mine), *cells])
-    heads = {BASE: "÷ baseline", NOTIFYING: "÷ baseline with NOTIFY", SAME: "÷ same-SQL baseline"}
-    return [
-        "### Publish",
-        "",
-        f"{p['n']:,} messages over {p['groups']:,} groups published one call per message, then"
-        f" {p.get('n batched', p['n']):,} in batches of {p['batch']:,} (harel has no"
-        " `publish_many`), each queue into an empty database of its own (checkpointed first)."
-        f" The queues publish in turns of {p.get('turn', 0.1) * 1000:.0f} ms, in an order that"
-        " rotates every round (as the drains take turns: the commit's time drifts); a queue's"
-        " msgs/s is over its own turns.",
-        "",
-        "harel_sa's `publish` and `publish_many` send `pg_notify` on the queue's channel in"
-        " their statement (idle workers `LISTEN` and wake at its commit: the design needs it);"
-        " the baseline's publish sends none. So the baseline also publishes with the same"
-        " notification, spelled as harel_sa spells it (a one-row `FROM` item: one notification"
-        " per statement), as **baseline (plain psycopg, with NOTIFY)**, never drained; ÷"
-        " baseline on its row is what the NOTIFY costs the plain baseline. The same-SQL"
-        " baseline publishes with harel_sa's own statements (their NOTIFY and `enqueued_at`"
-        " included): the publish target compares harel_sa with it.",
-        "",
-        *table(["queue", "calls", "msgs/s", *(heads[k] for k in against)], rows),
-        "",
-    ]
-
-
-def _claim_section(cl: dict[str, Any], table: Any) -> list[str]:
-    ref = cl["cases"][0]
-    queues = [(BASE, "baseline", cl)]
-    if THEIRS in cl:
-        queues.append((THEIRS, "harel_sa", cl[THEIRS]))
-    crow = []
-    for label in cl["cases"]:
-        for impl, name, slot in queues:
-            setup = slot.get("setup_s", {}).get(label)
-            wal = slot.get("wal_bytes", {}).get(label)
-            if impl == THEIRS:
-                plan = "no parameter in the walk"
-            else:
-                plan = "generic" if slot["generic"][label] else "custom"
-            crow.append(
-                [
-                    label,
-                    name,
-                    fmt(slot["sync_on"][label], US),
-                    fmt_ratio(_x(slot["sync_on"][label], slot["sync_on"][ref])),
-                    fmt(slot["sync_off"][label], US),
-                    fmt_ratio(_x(slot["sync_off"][label], slot["sync_off"][ref])),
-                    fmt_num(slot["exec_ms"][label] * 1000) if slot["exec_ms"][label] else "?",
-                    str(slot["buffers"][label]),
-                    plan,
-                    fmt(wal) if wal else "?",
-                    f"{setup:.1f}" if setup is not None else "?",
-                ]
-            )
-    head = ["case", "queue", "µs (sync on)", f"÷ its {ref}", "µs (sync off)", f"÷ its {ref}",
-            "EXPLAIN µs", "walk buffers", "plan", "WAL bytes", "set-up s"]  # fmt: skip
-    ours = [
-        "harel_sa's cases are built through its own calls, on a connection whose commits do"
-        " not wait for the WAL flush (the set-up only): `publish_many`; the parked groups"
-        " leased by `claim_many` and parked by `nack(delay=3600)`, before the ready groups are"
-        " published; then each ready group claimed once and freed. harel_sa's park dates its"
-        " group's `last_claimed_at` forward to the park's end, so parked groups stand after"
-        " the ready ones in the round-robin order and its walk never reaches them; the"
-        " baseline's `nack` leaves `last_claimed_at` where its claim put it (before the ready"
-        " groups' last claims), so its walk steps over every parked group first. A floor"
-        " (`min_priority=2`) walks harel_sa's partial index of the groups at or above it,"
-        " the baseline's walk filters the groups below it. The claim measured is"
-        " `PostgresTransport.claim` (a pool of one connection; for the sync-off figures,"
-        " `synchronous_commit=off` through libpq's `options` in its URL), Python layer"
-        " included (validation, the `Lease`, decoding), as the baseline's figures include"
-        " psycopg and pydantic. harel_sa's EXPLAIN is of its own claim statement"
-        " (`Statements.claim(floor, 0)`, the server's clock); its walk takes no parameter (the"
-        " floor is spelled in the statement, now is the server's), so the plan cache has"
-        " nothing to choose. Its walk buffers include what the baseline's claim does not do:"
-        " the look-ahead past each head (the next message's lock, read by its key: `SubPlan"
-        " 1`). In the deep case a group's head is found on an index leaf full of that group's"
-        " entries, which PostgreSQL 15 reads a page at a time: a few µs more than a group of"
-        " one message, for both queues. The measurement's own claim + `nack(0)` cycles leave"
-        " dead group rows and index entries behind; they do so alike in every case (the same"
-        " number of claims), so they raise every case's walk, not one case's ratio."
-        " **Target (issue 15)**: harel_sa's claim in every case at most"
-        f" {LIMIT}{X} its claim at {ref} (the median of the per-repetition ratios), behind"
-        " parked and lower-priority groups by the same rule as for more groups, since the walk"
-        " must not visit the groups it passes. Judged with `synchronous_commit` off, the"
-        " claim's own cost: with it on, each claim also waits for its commit's WAL flush, which"
-        " is the disk's (shared with other work on this machine) and grows with the WAL"
-        " written, and after each checkpoint the first change to a page writes the whole page"
-        " to the WAL (more groups, more distinct pages touched). WAL bytes: what the cluster's"
-        " WAL grew by per claim and its `nack(0)`, over up to 20 of them after each repetition's"
-        " timing (sync on). Set-up"
-        " s: the time to build, vacuum and warm the case (issue 15's full sizes: 100k groups,"
-        " 10 groups 10k deep, 50k parked, 50k below the floor; a quick run's are smaller).",
-        "",
-    ]
-    lines = [
-        "### Claim cost: the baseline and harel_sa",
-        "",
-        "Each case is built once per queue, each in a database of its own. The baseline's with"
-        " `publish_many`, a parked group as its `nack(delay=1h)` leaves it (head leased until"
-        " then, the group claimed before the ready ones). Then every claim is followed by an"
-        " untimed `nack(0)`, so the backlog stays as it is. µs per claim: the median of up to"
-        " 400 per repetition (at least 20; fewer than 400 only where 0.5 s of claims ran out),"
-        " taken in rounds, 10 claims from each case of the queue in turn, the order rotating"
-        " each round, so every case meets the same moments of the machine's load; with"
-        " `synchronous_commit` on (the default) and off (the commit does not wait for the WAL"
-        " flush: the statement's own cost shows). ÷ its 1k is"
-        " per repetition, against the same queue's claim at 1k groups. Then"
-        " `EXPLAIN (ANALYZE, BUFFERS)` of the prepared claim after seven executions (the plan"
-        " the cache settled on), in a transaction rolled back: its execution time, the shared"
-        " buffers its walk (the `pick` CTE) touched, and whether the cached plan is generic.",
-        "",
-        *(ours if THEIRS in cl else []),
-        *table(head, crow),
-        "",
-    ]
-    for impl, _, slot in queues:
-        who = "the baseline" if impl == BASE else "harel_sa"
-        lines += [
-            f"<details><summary>EXPLAIN (ANALYZE, BUFFERS) of {who}'s claim, per case</summary>",
+    base = impls[BASE]
+    peers = [
+        (
+            f"{name} (a job queue), 4 processes ÷ the baseline",
+            fmt_ratio(ratios(_rate(impls[name], 4), _rate(base, 4))),
             "",
-        ]
-        for label in cl["cases"]:
-            lines += [f"**{label}**", "", "```", slot["plans"][label], "```", ""]
-        lines += ["</details>", ""]
-    return lines
-
-
-def _findings(w: dict[str, Any]) -> list[str]:
-    d, pg = w["drain"]["impls"], w["pgbench"]["tps"]
-    b1, b4 = med(d[BASE]["1"]["rate"]), med(d[BASE]["4"]["rate"])
-    ceiling = med(pg["1"]) / 2
-    out = [
-        "### What the anchors say",
-        "",
-        f"- One baseline process makes {2 * b1:,.0f} commits/s (two per message) against"
-        f" pgbench's {med(pg['1']):,.0f} with one client: {2 * b1 / med(pg['1']):.2f}{X} the"
-        f" one-connection commit ceiling ({ceiling:,.0f} msgs/s for two commits a message);"
-        f" with 4 processes {2 * b4:,.0f} commits/s against pgbench's {med(pg['4']):,.0f} with"
-        " 4 clients.",
+        )
+        for name in pg_peers.JOB_QUEUES
     ]
-    scale = med(_x(d[BASE]["4"]["rate"], d[BASE]["1"]["rate"]))
-    out.append(
-        f"- **More processes, on this run's machine**: the baseline with 4 processes made"
-        f" {scale:.2f}{X} its 1-process drain. The load average was {w['load at start']:.2f} at"
-        f" the workload's start and {w['load at end']:.2f} at its end on 2 cores (other"
-        " sessions' work shares them, and the server runs beside the workers): when the CPU is"
-        " taken, processes add nothing, so the 4 ÷ 1 target is to be judged on a quiet machine,"
-        " against the baseline of the same run."
+    tps = med(w["pgbench"]["tps"]["1"])
+    commits = (
+        "One baseline process's commits/s ÷ pgbench's, 1 client",
+        f"{2 * med(_rate(base, 1)) / tps:.2f}{X} (medians)",
+        "",
     )
-    jobs = [n for n in pg_peers.JOB_QUEUES if n in d]
-    if jobs:
-        parts = [
-            f"{d[n]['label']} {fmt(d[n]['4']['rate'])} msgs/s"
-            f" ({fmt_ratio(_x(d[n]['4']['rate'], d[BASE]['4']['rate']))} the baseline)"
-            for n in jobs
-        ]
-        out.append(
-            "- With 4 processes: " + "; ".join(parts) + ". A batched dequeue (pgqueuer's"
-            " batches of 10, and its batched completion log) is what lifts a queue past one"
-            " commit per message (issue 16)."
-        )
-    ours, pgq, twin = d.get(BATCHED), d.get(PGQUEUER), d.get(BATCHED_BASE)
-    if ours is not None and pgq is not None:
-        versus = (
-            f", and {fmt_ratio(_x(ours['4']['rate'], twin['4']['rate']))} the set-based"
-            f" baseline's {fmt(twin['4']['rate'])} (which makes"
-            f" {fmt_ratio(_x(twin['4']['rate'], pgq['4']['rate']))} pgqueuer's)"
-            if twin is not None
-            else ""
-        )
-        out.append(
-            f"- **Batched, with 4 processes**: harel_sa {fmt(ours['4']['rate'])} msgs/s,"
-            f" {fmt_ratio(_x(ours['4']['rate'], pgq['4']['rate']))} pgqueuer's"
-            f" {fmt(pgq['4']['rate'])}{versus}. Both group queues lease a batch with one"
-            " statement and ack it with another, one commit per batch; pgqueuer's dequeue"
-            " takes up to 10 jobs in one statement."
-        )
-    cost = "; ".join(
-        f"{what} {fmt_ratio(_x(_published(w, NOTIFYING, mode), _published(w, BASE, mode)))}"
-        for mode, what in (("single", "one call per message"), ("batched", "batched"))
+    race = "; ".join(
+        f"{k.split(' (')[0]}: {'**yes**' if v else 'no'}" for k, v in w["race"].items()
     )
-    out.append(
-        f"- **What NOTIFY costs the baseline's publish** (with ÷ without): {cost}. The"
-        " publish target compares harel_sa with the same-SQL baseline (the same statements)."
+    stranded = ("A publish racing the ack that empties its group: stranded?", race, "")
+    every = [c for v in impls.values() for p in map(str, d["procs"]) for c in v[p]["checks"]]
+    versions = w["versions"]
+    return summary(
+        "8. PostgreSQL anchors (issues 15 and 16)",
+        f"A throw-away PostgreSQL {w['server']['server_version'].split()[0]} beside the workers."
+        f" {d['n']:,} messages over {d['groups']:,} groups drained by 1, 2, 4 processes in turns,"
+        f" batches of {d['drain batch']}; baselines in plain psycopg: the design's SQL"
+        " (`pg_baseline.py`), harel_sa's (`pg_same_sql.py`); peers: harel"
+        f" {versions['harel']}, pgqueuer {versions['pgqueuer']}, procrastinate"
+        f" {versions['procrastinate']}. Checks (each message once, in order):"
+        f" {checks_cell(every)}.",
+        [*targets(w), *peers, commits, stranded],
+        f"![PostgreSQL drains against worker processes]({PG_PNG})",
     )
-    return [*out, ""]
+
+
+def says(w: dict[str, Any]) -> str:
+    """What the baseline's own scaling says of the 4 ÷ 1 target, from this run's figures."""
+    b = w["drain"]["impls"][BASE]
+    return (
+        "- **More PostgreSQL processes**: the baseline's 4 processes made"
+        f" {med(ratios(_rate(b, 4), _rate(b, 1))):.2f}{X} its 1-process drain, with the server"
+        " beside the workers on a shared machine (load average"
+        f" {w['load at start']:.2f} at the workload's start, {w['load at end']:.2f} at its end):"
+        " judge the 4 ÷ 1 target on a quiet machine, against the baseline of the same run."
+    )

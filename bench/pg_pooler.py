@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pg_peers
-from common import Config, X, fmt, fmt_ratio, ratios
-from pg_bench import group_drains
+from common import Config, Row, fmt_ratio, ratios, summary
+from pg_bench import checks_cell, group_drains
 from pg_server import Server
 
 from tests import pgbouncer
@@ -92,52 +92,28 @@ def _against(w: dict[str, Any], name: str, c: str) -> list[float]:
     return ratios(w["impls"][name][c]["rate"], w["impls"][reference][c]["rate"])
 
 
-def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
-    rows = []
+def targets(w: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
     for name in w["impls"]:
-        reference = _reference(name)
-        if reference is None:
+        if _reference(name) is None:
             continue
         figures = "; ".join(
-            f"{c} process(es): {fmt(w['impls'][name][c]['rate'])} vs "
-            f"{fmt(w['impls'][reference][c]['rate'])} msgs/s, {fmt_ratio(_against(w, name, c))}"
+            f"{c} process{'es' if c != '1' else ''} {fmt_ratio(_against(w, name, c))}"
             for c in map(str, w["procs"])
         )
-        rows.append(
-            (
-                f"PostgreSQL drain through PgBouncer {name.split(pg_peers.VIA)[1]} "
-                f"(pool_mode = transaction) ÷ direct, "
-                f"{'batched' if 'batched' in name else 'claim + ack'}",
-                figures,
-                "reported (no target: what a pooler costs)",
-            )
-        )
+        how = "batched" if "batched" in name else "claim + ack"
+        label = f"Through PgBouncer {name.split(pg_peers.VIA)[1]} ÷ direct, {how}"
+        rows.append((label, figures, "reported"))
     return rows
 
 
 def section(w: dict[str, Any]) -> list[str]:
-    from pg_bench import _checks_cell
-    from report import _table  # report imports this module
-
-    rows = []
-    for name, v in w["impls"].items():
-        reference = _reference(name)
-        for c in map(str, w["procs"]):
-            ratio = fmt_ratio(_against(w, name, c)) if reference else f"1.00{X}"
-            rows.append([v["label"], c, fmt(v[c]["rate"]), ratio, _checks_cell(v[c]["checks"])])
-    return [
-        "## 9. PostgreSQL through PgBouncer",
-        "",
-        f"{w['n']:,} messages over {w['groups']:,} groups, drained by 1 or 4 worker processes,"
-        " each with a pool of one connection, zero-work handler: harel_sa's `PostgresTransport`"
-        " connected to the server, and the same through PgBouncer in `pool_mode = transaction`"
-        f" (version {', '.join(w['pgbouncer'])}: the PATH's, and `HAREL_SA_PGBOUNCER`'s when"
-        f" it names another; {POOL_SIZE} server connections) in front of it. A PgBouncer"
-        " before 1.21 loses prepared statements, and harel_sa then sends its statements"
-        " unprepared (each parsed and planned where it runs); 1.21 and later keeps"
-        " them prepared (`max_prepared_statements = 200` here). All queues drained in turns by"
-        " the same processes, as the pg workload drains its group queues; ÷ direct is per"
-        " repetition.",
-        "",
-        *_table(["queue", "processes", "msgs/s", "÷ direct", "checks"], rows),
-    ]
+    checks = [v[c]["checks"] for v in w["impls"].values() for c in map(str, w["procs"])]
+    return summary(
+        "9. PostgreSQL through PgBouncer",
+        f"{w['n']:,} messages over {w['groups']:,} groups drained by 1 or 4 processes, directly"
+        f" and through PgBouncer {', '.join(w['pgbouncer'])} (`pool_mode = transaction`; before"
+        " 1.21 harel_sa sends its statements unprepared), in turns; checks:"
+        f" {checks_cell([c for cs in checks for c in cs])}.",
+        targets(w),
+    )

@@ -1,12 +1,15 @@
-"""RESULTS.md and the plots, from one run's results."""
+"""RESULTS.md, a summary of one run's results: the command and the run, then one short section
+per workload with its headline figures as ratios against the baseline and the peers measured
+in the same run, each with its spread over the repetitions, and the targets. The raw figures
+stay in results.json; the plots are drawn by :mod:`charts`."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
+from collections.abc import Callable
 from typing import Any
 
 import batches
-import charts
 import harel_peer
 import one_cpu
 import outbox
@@ -14,515 +17,355 @@ import pg_bench
 import pg_pooler
 import upgrade_locks
 import wal
-from common import BASE, DASH, HAREL, X, fmt, fmt_ratio, med, ratios
-from procs import VARIANTS
-from workloads import METRIC_LABELS, METRICS
+from charts import BACKLOG_PNG, PROCESSES_PNG
+from common import (
+    BASE,
+    BEYOND,
+    DASH,
+    HAREL,
+    Row,
+    X,
+    fmt,
+    fmt_ratio,
+    med,
+    ratios,
+    summary,
+    table,
+    verdict,
+)
 
-US = 1e6  # seconds -> microseconds
+Report = Callable[[dict[str, Any]], list[Any]]
+
+# --- the SQLite workloads of workloads.py and procs.py ---------------------------------------
 
 
-def verdict(ok: bool) -> str:
-    return "**met**" if ok else "**NOT met**"
+def _claim_vs(w: dict[str, Any], label: str, impl: str, metric: str = "claim_full") -> list[float]:
+    """Per repetition: ``impl``'s claim in case ``label`` ÷ its claim in the first case."""
+    return ratios(w[metric][label][impl], w[metric][w["cases"][0]["label"]][impl])
 
 
-# --- targets ---------------------------------------------------------------------------------
+def w1_targets(w: dict[str, Any]) -> list[Row]:
+    x = ratios(w["FULL"]["drain"][HAREL], w["FULL"]["drain"][BASE])
+    return [(f"Drain (claim+ack, FULL) ≥ 0.9{X} baseline", fmt_ratio(x), verdict(med(x) >= 0.9))]
 
 
-def targets(r: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(target, figures, verdict) for each target of issues 6, 3, 12 and 15 that this run
-    measured."""
-    rows: list[tuple[str, str, str]] = []
-    if "w1" in r:
-        x = ratios(r["w1"]["FULL"]["drain"][HAREL], r["w1"]["FULL"]["drain"][BASE])
+def w1_section(w: dict[str, Any]) -> list[str]:
+    rows = [
+        (f"{phase} ({sync}), harel_sa ÷ baseline", fmt_ratio(ratios(x[HAREL], x[BASE])), "")
+        for sync, phase in (("FULL", "publish"), ("NORMAL", "publish"), ("NORMAL", "drain"))
+        for x in [w[sync][phase]]
+    ]
+    p = w["pages"]
+    pages = [f"{p[i]['claim'] + p[i]['ack']:.1f}" for i in (HAREL, BASE)]
+    rows.append(
+        ("WAL pages a message, claim + ack (counted)", " vs the baseline's ".join(pages), "")
+    )
+    return summary(
+        "1. Publish, then drain",
+        f"{w['n']:,} messages over {w['groups']} groups, one `publish` call each, then drained"
+        " by one worker with `claim` + `ack`.",
+        [*w1_targets(w), *rows],
+    )
+
+
+def w2_targets(w: dict[str, Any]) -> list[Row]:
+    ref = w["cases"][0]["label"]
+    rows: list[Row] = []
+    for label in (c["label"] for c in w["cases"][1:]):
+        if label == "10k":
+            continue
+        x, select = _claim_vs(w, label, HAREL), _claim_vs(w, label, HAREL, "select")
         rows.append(
             (
-                f"Drain (claim+ack, FULL) ≥ 0.9{X} baseline",
-                f"{fmt(r['w1']['FULL']['drain'][HAREL])} vs {fmt(r['w1']['FULL']['drain'][BASE])}"
-                f" msgs/s: {fmt_ratio(x)}",
-                verdict(med(x) >= 0.9),
+                f"Claim at {label} ≤ 1.5{X} claim at {ref}",
+                f"{fmt_ratio(x)}; the SELECT alone {fmt_ratio(select)}",
+                verdict(med(x) <= 1.5),
             )
         )
-    if "w2" in r:
-        cases = [c["label"] for c in r["w2"]["cases"]]
-        ref = cases[0]
-        for label in cases[1:]:
-            if label == "10k":
-                continue
-            x = ratios(r["w2"]["claim_full"][label][HAREL], r["w2"]["claim_full"][ref][HAREL])
-            s = ratios(r["w2"]["select"][label][HAREL], r["w2"]["select"][ref][HAREL])
-            rows.append(
-                (
-                    f"Claim at {label} ≤ 1.5{X} claim at {ref}",
-                    f"{fmt(r['w2']['claim_full'][label][HAREL], US)} vs "
-                    f"{fmt(r['w2']['claim_full'][ref][HAREL], US)} µs: {fmt_ratio(x)} "
-                    f"(the SELECT alone: {fmt_ratio(s)})",
-                    verdict(med(x) <= 1.5),
-                )
-            )
-    if "fast" in r:
-        p = r["fast"]["publish"]["FULL"]
-        x = ratios(p["calls"], p["many"])
-        rows.append(
-            (
-                f"publish_many of {r['fast']['batch']:,} ≥ 10{X} "
-                f"{r['fast']['batch']:,} publish calls",
-                f"{fmt(p['calls'], 1e3)} ms vs {fmt(p['many'], 1e3)} ms: {fmt_ratio(x)}",
-                verdict(med(x) >= 10),
-            )
-        )
-        f = r["fast"]["fused"]["FULL"]
-        x = ratios(f["fused"], f["separate"])
-        rows.append(
-            (
-                f"Fused ack_and_claim ≥ 1.5{X} separate ack + claim",
-                f"{fmt(f['fused'])} vs {fmt(f['separate'])} msgs/s: {fmt_ratio(x)}",
-                verdict(med(x) >= 1.5),
-            )
-        )
-    if "w6" in r:
-        cases = [c["label"] for c in r["w6"]["cases"]]
-        ref = cases[0]
-        for label in cases[1:]:
-            x = ratios(r["w6"]["claim_full"][label][HAREL], r["w6"]["claim_full"][ref][HAREL])
-            b = ratios(r["w6"]["claim_full"][label][BASE], r["w6"]["claim_full"][ref][BASE])
-            rows.append(
-                (
-                    f"Claim {label} ≤ 3{X} a plain claim",
-                    f"{fmt(r['w6']['claim_full'][label][HAREL], US)} vs "
-                    f"{fmt(r['w6']['claim_full'][ref][HAREL], US)} µs: {fmt_ratio(x)} "
-                    f"(baseline: {fmt_ratio(b)})",
-                    verdict(med(x) <= 3),
-                )
-            )
-    if "w3" in r and "plain" in r["w3"]["variants"]:
-        v = r["w3"]["variants"]["plain"]
-        biggest = {c: [s[0] for s in v[c]["shares"]] for c in v}
-        figs = "; ".join(
-            f"{c} processes: busiest did {fmt(biggest[c], 100)} %, Jain {fmt(v[c]['jain'])}"
-            for c in v
-            if c != "1"
-        )
-        fair = all(med(v[c]["jain"]) >= 0.9 for c in v)
-        rows.append(
-            (
-                "Several processes: each one's share (and fair?)",
-                figs,
-                "reported; " + ("fair" if fair else "**not fair**") + " (see workload 3)",
-            )
-        )
-    if "w7" in r:
-        name, figs, ok = wal.target(r["w7"])
-        rows.append((name, figs, verdict(ok)))
-    if "w4" in r:
-        for sync in ("FULL", "NORMAL"):
-            a = r["w4"][sync]
-            x = ratios(a["async"], a["sync"])
-            rows.append(
-                (
-                    f"Async twin ≥ 0.5{X} sync (claim+ack, {sync})",
-                    f"{fmt(a['async'])} vs {fmt(a['sync'])} msgs/s: {fmt_ratio(x)}",
-                    verdict(med(x) >= 0.5),
-                )
-            )
-    if "batch" in r:
-        rows += batches.targets(r["batch"])
-    if "cpu" in r:
-        rows += one_cpu.targets(r["cpu"])
-    if "harel" in r:
-        rows += harel_peer.targets(r["harel"])
-    if "pg" in r:
-        rows += pg_bench.targets(r["pg"])
-    if "pooler" in r:
-        rows += pg_pooler.targets(r["pooler"])
     return rows
 
 
-# --- sections --------------------------------------------------------------------------------
-
-
-def _table(head: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    out += ["| " + " | ".join(row) + " |" for row in rows]
-    return out
-
-
-def section_w1(w: dict[str, Any]) -> list[str]:
-    rows = []
-    for sync in ("FULL", "NORMAL"):
-        for phase in ("publish", "drain"):
-            h, b = w[sync][phase][HAREL], w[sync][phase][BASE]
-            rows.append([f"{phase} ({sync})", fmt(h), fmt(b), fmt_ratio(ratios(h, b))])
-    return [
-        "## 1. Publish, then drain",
-        "",
-        f"{w['n']:,} messages over {w['groups']} groups, one `publish` call each, then drained by"
-        " one worker with `claim` + `ack` until the queue is empty. msgs/s, higher is better.",
-        "",
-        *_table(["phase", "harel_sa msgs/s", "baseline msgs/s", "harel_sa / baseline"], rows),
-        "",
-        "Pages written to the WAL per operation (what each commit writes, and at FULL fsyncs;"
-        " counted, not timed), for a group of priority 0 without a routing key:",
-        "",
-        *_table(
-            ["", "harel_sa", "baseline"],
-            [
-                [op, f"{w['pages'][HAREL][op]:.1f}", f"{w['pages'][BASE][op]:.1f}"]
-                for op in ("claim", "ack")
-            ],
-        ),
-    ]
-
-
-def _cost_tables(w: dict[str, Any], ref_label: str) -> list[str]:
-    out: list[str] = []
-    for metric in METRICS:
-        rows = []
-        for c in w["cases"]:
-            label = c["label"]
-            h, b = w[metric][label][HAREL], w[metric][label][BASE]
-            hr = ratios(h, w[metric][ref_label][HAREL])
-            br = ratios(b, w[metric][ref_label][BASE])
-            rows.append(
-                [
-                    label,
-                    fmt(h, US),
-                    fmt_ratio(hr),
-                    fmt(b, US),
-                    fmt_ratio(br),
-                    fmt_ratio(ratios(b, h)),
-                ]
-            )
-        out += [
-            "",
-            f"**{METRIC_LABELS[metric]}** — µs per claim, lower is better",
-            "",
-            *_table(
-                [
-                    "case",
-                    "harel_sa µs",
-                    f"harel_sa ÷ its {ref_label}",
-                    "baseline µs",
-                    f"baseline ÷ its {ref_label}",
-                    "baseline ÷ harel_sa",
-                ],
-                rows,
+def w2_section(w: dict[str, Any]) -> list[str]:
+    rows = [
+        (
+            f"Claim at {c['label']} (FULL), harel_sa ÷ baseline",
+            fmt_ratio(
+                ratios(w["claim_full"][c["label"]][HAREL], w["claim_full"][c["label"]][BASE])
             ),
-        ]
-    return out
+            "",
+        )
+        for c in w["cases"]
+    ]
+    return summary(
+        "2. Claim cost against backlog",
+        "One claim at each backlog (each followed by an untimed `nack(0)`, so the backlog stays"
+        " as it is; FULL), ÷ the same queue's claim at the smallest.",
+        [*w2_targets(w), *rows],
+        f"![claim cost against backlog]({BACKLOG_PNG})",
+    )
 
 
-def section_w2(w: dict[str, Any]) -> list[str]:
+def w3_targets(w: dict[str, Any]) -> list[Row]:
+    if "plain" not in w["variants"]:
+        return []
+    v = w["variants"]["plain"]
+    figs = "; ".join(
+        f"{c} processes: busiest {fmt([s[0] for s in v[c]['shares']], 100)} %, Jain"
+        f" {fmt(v[c]['jain'])}"
+        for c in v
+        if c != "1"
+    )
+    fair = all(med(v[c]["jain"]) >= 0.9 for c in v)
     return [
-        "## 2. Claim cost against backlog",
-        "",
-        "Each case's file is built once per implementation, then measured in every repetition."
-        " The state is kept steady: each timed `claim` is followed by an untimed `nack(0)`, which"
-        " frees the message (the group moves to the back of the rotation, as after a claim), so"
-        " the backlog is the same for every claim measured. A figure is the median time of one"
-        " claim within a repetition (up to 400 claims, or as many as fit in"
-        f" 0.5{DASH}0.8 s); then the median (min{DASH}max) over repetitions. Three views:"
-        " the claim at the default durability (its commit fsyncs the WAL), at NORMAL (a cheap"
-        " commit: the query's cost shows), and the claim's SELECT alone, run as a read (the"
-        " walk itself).",
-        "",
-        "![claim cost against backlog](claim_vs_backlog.png)",
-        *_cost_tables(w, w["cases"][0]["label"]),
+        (
+            "Several processes: each one's share (and fair?)",
+            figs,
+            "reported; " + ("fair" if fair else "**not fair**"),
+        )
     ]
 
 
-def section_w6(w: dict[str, Any]) -> list[str]:
-    return [
-        "## 6. Claims behind parked and lower-priority groups",
-        "",
-        f"{w['ready']:,} ready groups of one message in each file. *Plain claim*: nothing else."
-        f" *Behind parked*: {w['parked']:,} more groups, each built through the queue's own API"
-        " (publish, claim, `nack(delay=3600)`), parked before the ready groups were first"
-        " claimed — the steady state of a live queue with suspended groups. *min_priority=2*:"
-        f" {w['parked']:,} groups of priority 0 plus the ready groups at priority 2, claimed with"
-        " `claim(min_priority=2)`. Measured as in workload 2 (claim, untimed `nack(0)`).",
-        "",
-        *_cost_tables(w, w["cases"][0]["label"]),
+def w3_section(w: dict[str, Any]) -> list[str]:
+    most = str(w["procs"][-1])
+    rows = [
+        (
+            f"`{v}`: {most} processes ÷ 1",
+            f"{fmt_ratio(ratios(per[most]['rate'], per['1']['rate']))}; Jain"
+            f" {fmt(per[most]['jain'])}; {sum(per[most]['refusals'])} refusals",
+            "",
+        )
+        for v, per in w["variants"].items()
     ]
+    return summary(
+        "3. Worker processes draining one file",
+        f"{w['n']:,} messages over {w['groups']} groups drained by"
+        f" {', '.join(map(str, w['procs']))} `spawn`ed processes (FULL), in the variants of"
+        " `bench/procs.py`. Jain's index: 1 when every process did the same work, 1/n when one"
+        " did all. Refusals: lock waits that ended in BusyError (for `retry`, immediate"
+        " refusals, retried).",
+        [*w3_targets(w), *rows],
+        f"![throughput and fairness against worker processes]({PROCESSES_PNG})",
+    )
 
 
-def section_w3(w: dict[str, Any]) -> list[str]:
-    rows = []
-    for v, per in w["variants"].items():
-        base_rate = per["1"]["rate"]
-        for c in (str(c) for c in w["procs"]):
-            shares = "; ".join(
-                "/".join(f"{s * 100:.0f}" for s in rep_shares) for rep_shares in per[c]["shares"]
+def w4_targets(w: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    for sync in ("FULL", "NORMAL"):
+        x = ratios(w[sync]["async"], w[sync]["sync"])
+        label = f"Async twin ≥ 0.5{X} sync (claim+ack, {sync})"
+        rows.append((label, fmt_ratio(x), verdict(med(x) >= 0.5)))
+    return rows
+
+
+def w4_section(w: dict[str, Any]) -> list[str]:
+    rows = [
+        (
+            f"ack_and_claim ({sync}), async ÷ sync",
+            fmt_ratio(ratios(w[sync]["async fused"], w[sync]["sync fused"])),
+            "",
+        )
+        for sync in ("FULL", "NORMAL")
+    ]
+    return summary(
+        "4. The async twin against the sync transport",
+        f"{w['n']:,} messages over {w['groups']} groups drained by one worker: the sync"
+        " transport, or one coroutine awaiting the async twin's calls in turn.",
+        [*w4_targets(w), *rows],
+    )
+
+
+def w5_section(w: dict[str, Any]) -> list[str]:
+    rows = [
+        (
+            f"{name} writer: the queue's msgs/s, same file ÷ own file",
+            f"{fmt_ratio(ratios(per['same file']['queue'], per['own file']['queue']))}; the"
+            " writer's tx/s"
+            f" {fmt_ratio(ratios(per['same file']['writer'], per['own file']['writer']))};"
+            f" {sum(per['same file']['refusals'])} refusals",
+            "",
+        )
+        for name, per in w["writers"].items()
+    ]
+    return summary(
+        "5. A busy second writer in the same file",
+        f"For {w['window']:g} s the queue works (claim+ack, FULL) while another process commits"
+        " one-row transactions on a table of its own, in the queue's file or in a file of its"
+        " own. Refusals: lock waits that ended in BusyError, each retried.",
+        rows,
+    )
+
+
+def w6_targets(w: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    for label in (c["label"] for c in w["cases"][1:]):
+        x = _claim_vs(w, label, HAREL)
+        rows.append(
+            (
+                f"Claim {label} ≤ 3{X} a plain claim",
+                f"{fmt_ratio(x)}; the baseline {fmt_ratio(_claim_vs(w, label, BASE))}",
+                verdict(med(x) <= 3),
             )
-            rows.append(
-                [
-                    v,
-                    c,
-                    fmt(per[c]["rate"]),
-                    fmt_ratio(ratios(per[c]["rate"], base_rate)),
-                    shares,
-                    fmt(per[c]["jain"]),
-                    str(sum(per[c]["refusals"])),
-                ]
-            )
-    legend = [f"- `{v}`: {VARIANTS[v]}" for v in w["variants"]]
+        )
+    return rows
+
+
+def w6_section(w: dict[str, Any]) -> list[str]:
+    return summary(
+        "6. Claims behind parked and lower-priority groups",
+        f"{w['ready']:,} ready groups; behind them {w['parked']:,} groups parked by"
+        " `nack(delay=3600)`, or of priority 0 under `claim(min_priority=2)`. Measured as in"
+        " workload 2.",
+        w6_targets(w),
+    )
+
+
+def fast_targets(w: dict[str, Any]) -> list[Row]:
+    p, f = w["publish"]["FULL"], w["fused"]["FULL"]
+    x, y = ratios(p["calls"], p["many"]), ratios(f["fused"], f["separate"])
     return [
-        "## 3. Worker processes draining one file",
-        "",
-        f"{w['n']:,} messages over {w['groups']} groups, drained by 1, 2 or 4 processes"
-        " (`spawn`ed, each with its own connection, released together by a barrier) with"
-        " synchronous=FULL. Total msgs/s is messages over the time from the barrier to the last"
-        " ack. Shares: each process's part of the messages, busiest first, one entry per"
-        " repetition. Jain's index is 1 when every process did the same work and 1/n when one"
-        " did all of it. *Refusals*: operations refused for the lock — for every variant but"
-        " `retry` each one is a **5-second wait that ended in BusyError** (SQLite's busy handler"
-        f" gave up); for `retry` they are immediate refusals, retried after 50{DASH}250 µs.",
-        "",
-        *legend,
-        "",
-        "![throughput and fairness against worker processes](processes.png)",
-        "",
-        *_table(
-            [
-                "variant",
-                "processes",
-                "total msgs/s",
-                "÷ 1 process",
-                "shares % (per repetition)",
-                "Jain index",
-                "refusals",
-            ],
-            rows,
+        (
+            f"publish_many of {w['batch']:,} ≥ 10{X} {w['batch']:,} publish calls (FULL)",
+            fmt_ratio(x),
+            verdict(med(x) >= 10),
+        ),
+        (
+            f"Fused ack_and_claim ≥ 1.5{X} separate ack + claim (FULL)",
+            fmt_ratio(y),
+            verdict(med(y) >= 1.5),
         ),
     ]
 
 
-def section_w4(w: dict[str, Any]) -> list[str]:
-    rows = []
-    for sync in ("FULL", "NORMAL"):
-        a = w[sync]
-        rows.append(
-            [
-                sync,
-                "claim + ack",
-                fmt(a["sync"]),
-                fmt(a["async"]),
-                fmt_ratio(ratios(a["async"], a["sync"])),
-            ]
-        )
-        rows.append(
-            [
-                sync,
-                "ack_and_claim",
-                fmt(a["sync fused"]),
-                fmt(a["async fused"]),
-                fmt_ratio(ratios(a["async fused"], a["sync fused"])),
-            ]
-        )
-    return [
-        "## 4. The async twin against the sync transport",
-        "",
-        f"{w['n']:,} messages over {w['groups']} groups, drained by one worker: the sync"
-        " transport, or one coroutine awaiting the async twin's calls in turn; with `claim` +"
-        " `ack` (the target's figure), and with `ack_and_claim` (one call per message). Each"
-        " async call is one hop into aiosqlite's thread and back; a no-op hop alone costs"
-        f" {fmt(w['hop'], US)} µs on this machine.",
-        "",
-        *_table(["synchronous", "calls", "sync msgs/s", "async msgs/s", "async / sync"], rows),
+def fast_section(w: dict[str, Any]) -> list[str]:
+    p, f = w["publish"]["NORMAL"], w["fused"]["NORMAL"]
+    rows = [
+        (
+            "publish_many ÷ publish calls (NORMAL), speed-up",
+            fmt_ratio(ratios(p["calls"], p["many"])),
+            "",
+        ),
+        ("ack_and_claim ÷ separate (NORMAL)", fmt_ratio(ratios(f["fused"], f["separate"])), ""),
     ]
-
-
-def section_w5(w: dict[str, Any]) -> list[str]:
-    rows = []
-    for name, per in w["writers"].items():
-        for where in ("own file", "same file"):
-            rows.append(
-                [
-                    name,
-                    where,
-                    fmt(per[where]["queue"]),
-                    fmt(per[where]["writer"]),
-                    str(sum(per[where]["refusals"])),
-                ]
-            )
-        q = ratios(per["same file"]["queue"], per["own file"]["queue"])
-        s = ratios(per["same file"]["writer"], per["own file"]["writer"])
-        rows.append([name, "**same ÷ own**", fmt_ratio(q), fmt_ratio(s), ""])
-    return [
-        "## 5. A busy second writer in the same file",
-        "",
-        f"For {w['window']:g} s the queue works (claim+ack, FULL, one worker) while another"
-        " process commits one-row write transactions (BEGIN IMMEDIATE, INSERT, COMMIT, FULL) on"
-        " a table of its own — flat out, or pausing 1 ms after each commit — either in the"
-        " queue's file or in a file of its own (same CPU and disk load, no shared lock)."
-        " *Refusals*: lock waits that ended in BusyError after the busy_timeout (1 s on both"
-        " sides here, to bound the run), on either side; each was retried.",
-        "",
-        *_table(["second writer", "its table in", "queue msgs/s", "writer tx/s", "refusals"], rows),
-    ]
-
-
-def section_fast(w: dict[str, Any]) -> list[str]:
-    rows = []
-    for sync in ("FULL", "NORMAL"):
-        p = w["publish"][sync]
-        rows.append(
-            [
-                f"{w['batch']:,} messages, {sync}",
-                f"{fmt(p['calls'], 1e3)} ms",
-                f"{fmt(p['many'], 1e3)} ms",
-                fmt_ratio(ratios(p["calls"], p["many"])),
-            ]
-        )
-    frows = []
-    for sync in ("FULL", "NORMAL"):
-        f = w["fused"][sync]
-        frows.append(
-            [
-                sync,
-                fmt(f["separate"]),
-                fmt(f["fused"]),
-                fmt_ratio(ratios(f["fused"], f["separate"])),
-            ]
-        )
-    return [
-        "## Fast paths: `publish_many` and fused `ack_and_claim`",
-        "",
+    return summary(
+        "Fast paths: `publish_many` and fused `ack_and_claim`",
         f"`publish_many` of {w['batch']:,} messages (one transaction) against {w['batch']:,}"
-        " `publish` calls, into an empty file:",
-        "",
-        *_table(["batch", "publish calls", "publish_many", "speed-up"], rows),
-        "",
-        f"Draining {w['n']:,} messages over {w['groups']} groups: `claim` then `ack` (two write"
-        " transactions a message) against `ack_and_claim` (one):",
-        "",
-        *_table(["synchronous", "separate msgs/s", "fused msgs/s", "fused / separate"], frows),
+        f" `publish` calls; {w['n']:,} messages over {w['groups']} groups drained by `claim` then"
+        " `ack` (two transactions a message) or `ack_and_claim` (one).",
+        [*fast_targets(w), *rows],
+    )
+
+
+# --- every workload --------------------------------------------------------------------------
+
+#: Per workload, in the order of RESULTS.md: its targets and its section.
+REPORTS: dict[str, tuple[Report, Report]] = {
+    "w1": (w1_targets, w1_section),
+    "w2": (w2_targets, w2_section),
+    "w3": (w3_targets, w3_section),
+    "w4": (w4_targets, w4_section),
+    "w5": (lambda w: [], w5_section),
+    "w6": (w6_targets, w6_section),
+    "w7": (wal.targets, wal.section),
+    "fast": (fast_targets, fast_section),
+    "batch": (batches.targets, batches.section),
+    "cpu": (one_cpu.targets, one_cpu.section),
+    "harel": (harel_peer.targets, harel_peer.section),
+    "pg": (pg_bench.targets, pg_bench.section),
+    "pooler": (pg_pooler.targets, pg_pooler.section),
+    "upgrade": (lambda w: [], upgrade_locks.section),
+    "outbox": (outbox.targets, outbox.section),
+}
+
+
+def targets(r: dict[str, Any]) -> list[Row]:
+    """(``[workload] target``, figures, verdict) of every target this run measured."""
+    return [
+        (f"[{key}] {label}", figures, said)
+        for key, (rows, _) in REPORTS.items()
+        if key in r
+        for label, figures, said in rows(r[key])
     ]
-
-
-# --- plots -----------------------------------------------------------------------------------
-
-
-def plots(r: dict[str, Any], out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    made = []
-    if "w2" in r:
-        w = r["w2"]
-        labels = [c["label"] for c in w["cases"]]
-        fig, ax = plt.subplots(figsize=(7.5, 4.5))
-        styles = {
-            ("claim_full", HAREL): ("harel_sa: claim (FULL)", "C0", "o-"),
-            ("claim_full", BASE): ("baseline: claim (FULL)", "C3", "o-"),
-            ("select", HAREL): ("harel_sa: SELECT alone", "C0", "s--"),
-            ("select", BASE): ("baseline: SELECT alone", "C3", "s--"),
-        }
-        for (metric, impl), (name, color, style) in styles.items():
-            vals = [[v * US for v in w[metric][lab][impl]] for lab in labels]
-            meds = [med(v) for v in vals]
-            lo = [m - min(v) for m, v in zip(meds, vals, strict=True)]
-            hi = [max(v) - m for m, v in zip(meds, vals, strict=True)]
-            ax.errorbar(labels, meds, yerr=[lo, hi], fmt=style, color=color, label=name, capsize=3)
-        ax.set_yscale("log")
-        ax.set_ylabel(f"µs per claim (median, min{DASH}max bars)")
-        ax.set_xlabel("backlog")
-        ax.set_title("Claim cost against backlog")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / "claim_vs_backlog.png", dpi=110)
-        plt.close(fig)
-        made.append("claim_vs_backlog.png")
-    if "w3" in r:
-        w = r["w3"]
-        procs = w["procs"]
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
-        for i, (v, per) in enumerate(w["variants"].items()):
-            vals = [per[str(c)]["rate"] for c in procs]
-            meds = [med(x) for x in vals]
-            lo = [m - min(x) for m, x in zip(meds, vals, strict=True)]
-            hi = [max(x) - m for m, x in zip(meds, vals, strict=True)]
-            a1.errorbar(procs, meds, yerr=[lo, hi], fmt="o-", color=f"C{i}", label=v, capsize=3)
-            busiest = [[s[0] * 100 for s in per[str(c)]["shares"]] for c in procs]
-            a2.plot(procs, [med(b) for b in busiest], "o-", color=f"C{i}", label=v)
-        a2.plot(procs, [100 / c for c in procs], "k:", label="fair (100/n)")
-        a1.set_xticks(procs)
-        a2.set_xticks(procs)
-        a1.set_xlabel("worker processes")
-        a2.set_xlabel("worker processes")
-        a1.set_ylabel(f"total msgs/s (median, min{DASH}max bars)")
-        a2.set_ylabel("busiest process's share, % (median)")
-        a1.set_title("Throughput against worker processes")
-        a2.set_title("Fairness: the busiest process's share")
-        a1.grid(True, alpha=0.3)
-        a2.grid(True, alpha=0.3)
-        a1.legend(fontsize=8)
-        a2.legend(fontsize=8)
-        a1.set_ylim(bottom=0)
-        a2.set_ylim(0, 105)
-        fig.tight_layout()
-        fig.savefig(out / "processes.png", dpi=110)
-        plt.close(fig)
-        made.append("processes.png")
-    if "batch" in r:
-        made.append(charts.batch_plot(plt, r["batch"], out))
-    if "pg" in r:
-        made.append(charts.pg_plot(plt, r["pg"], out))
-    return made
 
 
 # --- the whole file --------------------------------------------------------------------------
+
+RERUN = "rerun of "  # run.py's key in env for a --merge run: "rerun of w1, w2"
+#: The run's facts said in its sentence; every other key of env but the reruns is named.
+SAID = ("command", "harel_sa", "finished", "CPU", "OS", "sizes", "repetitions")
+VERSIONS = ("Python", "SQLite", "SQLAlchemy", "Alembic", "pydantic", "aiosqlite")
+LOAD = "load average (1 min) at "
+
+
+def _measured_by(r: dict[str, Any], env: dict[str, str]) -> list[list[str]]:
+    """Which run measured each workload's figures last: [workloads, command and when]."""
+    main = f"{env['command']} at {env['harel_sa']}, {env.get('finished', '?')}"
+    latest: dict[str, tuple[str, str]] = {}
+    for key, how in env.items():
+        when = re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", how)
+        if key.startswith(RERUN) and when:
+            for name in key.removeprefix(RERUN).split(", "):
+                if name not in latest or when.group() > latest[name][0]:
+                    latest[name] = (when.group(), how)
+    by: dict[str, list[str]] = {}
+    for name in r:
+        by.setdefault(latest.get(name, ("", main))[1], []).append(name)
+    return [[", ".join(names), how] for how, names in by.items()]
+
+
+def _run(r: dict[str, Any], env: dict[str, str]) -> list[str]:
+    versions = ", ".join(f"{k} {env[k]}" for k in VERSIONS if k in env)
+    load = " to ".join(env[LOAD + k] for k in ("start", "end") if LOAD + k in env)
+    others = [
+        k
+        for k in env
+        if k not in (*SAID, *VERSIONS) and not k.startswith((RERUN, LOAD, "run time"))
+    ]
+    return [
+        "## Run",
+        "",
+        f"{env['CPU']}, {env['OS']}; {versions}; {env.get('repetitions', '?')} repetitions,"
+        f" sizes {env.get('sizes', '?')}, load average {load or '?'} (the first run)."
+        + (f" Also in results.json's env: {'; '.join(others)}." if others else ""),
+        "",
+        *table(["workloads", "measured last by"], _measured_by(r, env)),
+        "",
+    ]
+
+
+def _overview(rows: list[Row]) -> list[str]:
+    met = [r for r in rows if r[2].startswith("**met**")]
+    missed = [r for r in rows if r[2].startswith("**NOT met**")]
+    return [
+        "## Targets",
+        "",
+        f"{len(met)} met, {len(missed)} not met, {len(rows) - len(met) - len(missed)} reported"
+        " without a bar (each in its workload's section). Not met: "
+        + ("; ".join(r[0] for r in missed) or "none")
+        + ".",
+        "",
+    ]
 
 
 def render(r: dict[str, Any], env: dict[str, str]) -> str:
     lines = [
         "# harel_sa benchmarks",
         "",
-        "Written by `bench/run.py` — do not edit by hand; rerun it (`--render` writes it again"
-        " from `results.json`, measuring nothing). Every figure is the median"
-        f" (min{DASH}max) of the repetitions; each harel_sa figure stands next to the baseline"
-        " measured in the same run. A ratio is taken per repetition, between figures measured"
-        " back to back (the order alternates between repetitions, so drift falls on both"
-        f" sides), then given as median (min{DASH}max).",
+        "A summary written by `bench/run.py`: `.venv/bin/python bench/run.py` measures"
+        " (`--only W --merge`: one workload, the others kept), `--render` writes this file and"
+        " the plots again from `results.json`, measuring nothing. **Raw figures:"
+        " [results.json](results.json)** (every repetition, shares, EXPLAIN plans).",
         "",
-        "The **baseline** (`bench/baseline.py`) is the design's SQL on plain `sqlite3`, verbatim"
-        " but for one fairness choice: its `publish` (and `ack`) run the design's two statements"
-        " in one transaction, not as two autocommit statements (which would pay two fsyncs). It"
-        " encodes and decodes the event with the same pydantic model as harel_sa.",
+        "A ratio is taken per repetition between figures measured back to back in one run, given"
+        f" as median (min{DASH}max) over the repetitions: a ratio inside that spread is noise."
+        " The **baseline** is the design's SQL on the plain driver (`baseline.py`,"
+        f" `pg_baseline.py`). *{BEYOND}*: a bar set beside the issue's.",
         "",
-        "## Run",
-        "",
-        *_table(["", ""], [[k, v] for k, v in env.items()]),
-        "",
-        "## Targets (issues 6, 3, 12, 15 and 16)",
-        "",
-        *_table(
-            ["target", f"figures (median (min{DASH}max))", "verdict"],
-            [list(t) for t in targets(r)],
-        ),
-        "",
+        *_run(r, env),
+        *_overview(targets(r)),
     ]
-    for key, fn in (
-        ("w1", section_w1),
-        ("w2", section_w2),
-        ("w3", section_w3),
-        ("w4", section_w4),
-        ("w5", section_w5),
-        ("w6", section_w6),
-        ("w7", wal.section),
-        ("fast", section_fast),
-        ("batch", batches.section),
-        ("cpu", one_cpu.section),
-        ("harel", harel_peer.section),
-        ("pg", pg_bench.section),
-        ("pooler", pg_pooler.section),
-        ("upgrade", upgrade_locks.section),
-        ("outbox", outbox.section),
-    ):
+    for key, (_, section) in REPORTS.items():
         if key in r:
-            lines += [*fn(r[key]), ""]
+            lines += section(r[key])
     lines += findings(r)
     lines += NOTES
     return "\n".join(lines).rstrip() + "\n"
@@ -533,71 +376,47 @@ def findings(r: dict[str, Any]) -> list[str]:
     out = ["## What the figures say", ""]
     if "w1" in r:
         p = r["w1"]["pages"]
-        h = p[HAREL]["claim"] + p[HAREL]["ack"]
-        b = p[BASE]["claim"] + p[BASE]["ack"]
+        h, b = (p[i]["claim"] + p[i]["ack"] for i in (HAREL, BASE))
         out.append(
-            f"- **Drain against the baseline.** A message costs harel_sa {h:.1f} WAL pages"
-            f" (claim {p[HAREL]['claim']:.1f} + ack {p[HAREL]['ack']:.1f}) against the"
-            f" baseline's {b:.1f}. harel_sa's one extra index, `groups_by_priority`, is partial"
-            " (`WHERE priority > 0`), so claiming a priority-0 group does not write it; the"
-            " in-flight check reads the group's head row (only a head is ever leased), so it"
-            " needs no index of its own. What remains is the Python layer: validation, the"
-            " fencing token, the `Lease`, a lock per call (about 10 µs a call under cProfile)."
+            f"- **Drain against the baseline.** harel_sa writes {h:.1f} WAL pages a message to"
+            f" the baseline's {b:.1f} (its one extra index is partial); what remains is the"
+            " Python layer: validation, the fencing token, the `Lease`, a lock per call."
         )
     if "w4" in r:
         w = r["w4"]
-        hop = med(w["hop"])
-        per_msg = 1 / med(w["NORMAL"]["sync"])
-        ceiling = per_msg / (per_msg + 2 * hop)
+        hops = 2 * med(w["hop"]) * med(w["NORMAL"]["sync"])
         out.append(
-            f"- **Async at NORMAL.** A sync claim+ack costs {per_msg * US:.0f} µs a message at"
-            f" NORMAL; the async twin adds two thread hops of {hop * US:.0f} µs each (a no-op"
-            " hop, measured above), so even with nothing else in the way it could reach only"
-            f" about {ceiling:.2f}{X} the sync throughput. At FULL the fsync dominates and the"
-            " hops matter less. `ack_and_claim` halves the hops."
+            "- **Async at NORMAL.** The two thread hops an async claim+ack makes (a no-op hop"
+            f" each) take {hops:.2f}{X} the time of a whole sync claim+ack at NORMAL, so the"
+            f" async twin can reach at most about {1 / (1 + hops):.2f}{X} the sync throughput;"
+            " at FULL the fsync dominates. `ack_and_claim` halves the hops."
         )
     if "w3" in r:
-        v = r["w3"]["variants"]
-        parts = []
-        for name in ("plain", "baseline", "flock", "handoff", "pause"):
-            if name in v and "4" in v[name]:
-                parts.append(
-                    f"`{name}` {fmt(v[name]['4']['jain'])} at {fmt(v[name]['4']['rate'])} msgs/s"
-                )
         out.append(
-            "- **Fairness.** SQLite's busy handler sleeps 1, 2, 5, 10 … up to 100 ms between"
-            " tries; a worker that has just committed begins its next transaction within"
-            " microseconds, so a sleeping process wakes to find the lock taken again, sleeps"
-            " longer, and at worst gives up after `busy_timeout` (the *refusals*). Jain's"
-            " index with 4 processes (1 = fair, 0.25 = one does all): " + "; ".join(parts) + "."
-            " A process that waits in the kernel for a lock the holder lets go of (`flock`)"
-            " is woken at once instead of sleeping through the next transactions, but the"
-            " holder often takes the lock back before the woken process runs; passing the lock"
-            " on (`handoff`: the holder steps aside while someone waits) makes the shares"
-            " equal, at the price of one process wake-up per transaction. With work between"
-            " the calls (`pause`) the lock is free often enough that SQLite's own handler"
-            " shares it fairly, and more processes add throughput."
+            "- **Fairness.** SQLite's busy handler sleeps between tries while a worker that has"
+            " just committed begins its next transaction at once, so one process takes nearly"
+            " all (`plain`). Waiting in the kernel (`flock`) helps; handing the lock on"
+            " (`handoff`) makes the shares equal at a wake-up per transaction; with work"
+            " between the calls (`pause`) SQLite's own handler shares it."
         )
     if "cpu" in r:
         out.append(one_cpu.says(r["cpu"]))
     if "w5" in r:
         out.append(
-            "- **A second writer in the same file** gets the same unfair lock: whichever side"
-            " commits back to back starves the other (see the refusals and the same ÷ own"
-            " ratios). Keep the queue in a file of its own."
+            "- **A second writer in the same file** gets the same unfair lock: keep the queue in"
+            " a file of its own."
         )
+    if "pg" in r:
+        out.append(pg_bench.says(r["pg"]))
     return [*out, ""]
 
 
 NOTES = [
     "## Notes on method",
     "",
-    "- Real files on disk, in a fresh temporary directory per run (removed afterwards).",
-    "- The machine is shared: other processes (test runs) compete for its two cores and its"
-    f" disk, and its page cache is reclaimed aggressively. Absolute figures drift by 2{X} or more"
-    " between repetitions; the ratios, taken between figures measured back to back, are the"
-    " figures to read. The load average at the start and end of the run is in the table above.",
-    "- Setup (building backlogs) is done with synchronous=NORMAL to save time; measurement"
-    " connections use the durability each figure names.",
+    "- Real files on disk, and a throw-away PostgreSQL, in a fresh temporary directory per run.",
+    "- The machine is shared (other jobs compete for its cores and disk): absolute figures drift"
+    " between repetitions, so read the ratios. Setup (building backlogs) runs at"
+    " synchronous=NORMAL; measurements at the durability each figure names.",
     "- No test asserts a timing: benchmarks live only in `bench/`.",
 ]

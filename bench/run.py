@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import batches  # noqa: E402
+import charts  # noqa: E402
 import harel_peer  # noqa: E402
 import one_cpu  # noqa: E402
 import outbox  # noqa: E402
@@ -208,7 +209,7 @@ def render(out: Path) -> int:
     """RESULTS.md and the plots in ``out``, from its results.json; the targets, printed."""
     kept = json.loads((out / "results.json").read_text())
     results, env = kept["results"], kept["env"]
-    report.plots(results, out)
+    charts.plots(results, out)
     (out / "RESULTS.md").write_text(report.render(results, env))
     print(f"wrote {out / 'RESULTS.md'}")
     for target, figures, verdict in report.targets(results):

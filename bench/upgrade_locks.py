@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import Config
+from common import Config, table
 
 from harel_sa import SqliteTransport, frozen
 from harel_sa import migrations as mig
@@ -123,16 +123,15 @@ def section(w: dict[str, Any]) -> list[str]:
     return [
         "## Upgrading a live SQLite queue: how long the write lock is held (issue 38)",
         "",
-        f"A file of the original transport with {w['messages']:,} messages over"
-        f" {w['groups']:,} groups, upgraded one revision at a time, then a copy all at once and"
-        " another by a transport's start-up, while a probe process takes the write lock in a"
-        " loop with no busy wait (as a claim would): the longest it went without the lock is"
-        " what a worker waits, which `busy_timeout` (5 s by default) covers"
-        " (`bench/upgrade_locks.py`; one repetition).",
+        f"A file of the original transport ({w['messages']:,} messages, {w['groups']:,} groups)"
+        " upgraded while a probe process takes the write lock in a loop: its longest wait is a"
+        " worker's, within `busy_timeout` (5 s by default); one repetition.",
         "",
-        "| upgrade | took (s) | longest a writer waited (s) |",
-        "|---|---:|---:|",
-        *(f"| {what} | {took:.3f} | {longest:.3f} |" for what, took, longest in w["rows"]),
+        *table(
+            ["upgrade", "took (s)", "longest a writer waited (s)"],
+            [[what, f"{took:.3f}", f"{longest:.3f}"] for what, took, longest in w["rows"]],
+        ),
+        "",
     ]
 
 

@@ -16,7 +16,7 @@ import os
 import time
 from typing import Any
 
-from common import DASH, Config, X, event, fmt, fmt_ratio, med, ratios
+from common import Config, Row, X, event, fmt, fmt_ratio, ratios, summary, verdict
 
 MiB = 1024 * 1024
 CTX = mp.get_context("spawn")
@@ -89,66 +89,37 @@ def w7_wal(cfg: Config) -> dict[str, Any]:
     return out
 
 
-def target(w: dict[str, Any]) -> tuple[str, str, bool]:
+def targets(w: dict[str, Any]) -> list[Row]:
     """The target row: the log's largest size stays within twice the limit."""
     h, off = w["harel_sa"], w["no forced checkpoint"]
     figs = (
-        f"largest WAL {fmt(h['largest'], 1 / MiB)} MiB (limit {w['limit'] / MiB:g} MiB) vs"
-        f" {fmt(off['largest'], 1 / MiB)} MiB without the forced checkpoint, over"
-        f" {w['seconds']:g} s; publishes {fmt_ratio(ratios(h['rate'], off['rate']))}"
+        f"largest {fmt(h['largest'], 1 / MiB)} MiB (limit {w['limit'] / MiB:g}); without the"
+        f" forced checkpoint {fmt(off['largest'], 1 / MiB)} MiB"
     )
-    return (
-        f"WAL bounded under a producer and a stats() poller (≤ 2{X} WAL_LIMIT)",
-        figs,
-        max(h["largest"]) <= 2 * w["limit"],
-    )
+    return [
+        (
+            f"WAL bounded under a producer and a stats() poller (≤ 2{X} WAL_LIMIT)",
+            figs,
+            verdict(max(h["largest"]) <= 2 * w["limit"]),
+        )
+    ]
 
 
 def section(w: dict[str, Any]) -> list[str]:
-    rows = []
-    for v in WAL_VARIANTS:
-        r = w[v]
-        rows.append(
-            [
-                v,
-                fmt(r["largest"], 1 / MiB),
-                fmt(r["wal_at_end"], 1 / MiB),
-                fmt(r["db"], 1 / MiB),
-                fmt(r["rate"]),
-                fmt(r["polls"]),
-            ]
-        )
     h, off, alone = w["harel_sa"], w["no forced checkpoint"], w["no reader"]
-    head = [
-        "variant",
-        "largest WAL, MiB",
-        "WAL file at end, MiB",
-        "database, MiB",
-        "publishes/s",
-        "stats() calls/s",
+    rows = [
+        *targets(w),
+        (
+            "Publishes/s ÷ without the forced checkpoint",
+            fmt_ratio(ratios(h["rate"], off["rate"])),
+            "",
+        ),
+        ("Publishes/s ÷ with no reader", fmt_ratio(ratios(h["rate"], alone["rate"])), ""),
     ]
-    return [
-        "## 7. The write-ahead log under a producer and a polling reader",
-        "",
-        f"For {w['seconds']:g} s a producer process publishes one small message per call"
-        " (synchronous=NORMAL) while a reader process calls `stats()` back to back. The"
-        " producer records the `-wal` file's size after every publish, and at the end of its run"
-        " (before it closes). `harel_sa`: as shipped"
-        f" (past `WAL_LIMIT` = {w['limit'] / MiB:g} MiB, checked every"
-        " `WAL_CHECK_EVERY` = 256 operations, a `RESTART` checkpoint); `no forced checkpoint`:"
-        " the same transport with that check off in the producer, which leaves SQLite's own"
-        " passive checkpoints; `no reader`: as shipped, with no reader at all (the producer's"
-        f" own checkpoints then never starve). Median (min{DASH}max) over the repetitions.",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|" + "|".join("---" for _ in head) + "|",
-        *["| " + " | ".join(row) + " |" for row in rows],
-        "",
-        "Publishes with the forced checkpoint ÷ without:"
-        f" {fmt_ratio(ratios(h['rate'], off['rate']))}; ÷ with no reader at all:"
-        f" {fmt_ratio(ratios(h['rate'], alone['rate']))}. The largest log without the forced"
-        f" checkpoint is {med(off['largest']) / max(med(h['largest']), 1):.1f}{X} the largest"
-        " with it. Without the forced checkpoint the producer never copies its log back into"
-        " the database (SQLite's passive checkpoints starve); with no reader it checkpoints"
-        " as usual (passively, every 1,000 pages) and has both cores to itself.",
-    ]
+    return summary(
+        "7. The write-ahead log under a producer and a polling reader",
+        f"For {w['seconds']:g} s a process publishes (NORMAL) while another calls `stats()`"
+        " back to back: the `-wal` file with harel_sa's forced checkpoint, without it, and"
+        " with no reader.",
+        rows,
+    )

@@ -36,6 +36,7 @@ from harel_sa import validate
 from harel_sa.calls import Row, message_row, message_rows
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Event, Lease
+from harel_sa.rules import MAX_ERROR
 from harel_sa.schema import DEFAULT_PREFIX, Names
 
 
@@ -435,8 +436,6 @@ class _SqlitePlan(_Plan):
         return True
 
     def dead_letter(self, lease: Lease[Any], reason: str) -> Program:
-        from harel_sa.sqlite.operations import _MAX_ERROR as MAX_ERROR
-
         fence = {"seq": lease.seq, "locked_by": lease.locked_by}
         if not (yield Query(self.st["holds_lease"], fence)).rows:
             return False

@@ -28,13 +28,13 @@ from typing import Any, Generic, TypeVar
 from harel_sa.calls import ClaimSpec, Row
 from harel_sa.events import Lease, tokens
 from harel_sa.models import DeadMessage, PriorityBucket, QueuedMessage, RoutingBucket, Stats
-from harel_sa.postgres.statements import BATCH_MAX, PARKED, Statement, Statements, batch_size
+from harel_sa.postgres.statements import Statement, Statements, batch_size
+from harel_sa.rules import BATCH_MAX, MAX_ERROR, PARKED, exhausted
 from harel_sa.validate import no_nul
 
 T = TypeVar("T")
 Clock = Callable[[], float] | None  # None: the server's clock
 
-_MAX_ERROR = 2000
 #: Begin of a read that must see one snapshot (stats).
 SNAPSHOT = b"BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 WRITE = b"BEGIN"
@@ -222,7 +222,7 @@ def claim_many(
     """Up to ``limit`` leases in one transaction: what ``limit`` successive :func:`claim` calls
     return, in the same order, on distinct groups, each with a token of its own.
 
-    One statement leases them all (up to :data:`~harel_sa.postgres.statements.BATCH_MAX` at a
+    One statement leases them all (up to :data:`~harel_sa.rules.BATCH_MAX` at a
     time). A head it leased that a claim would dead-letter is buried as :func:`claim` buries
     it; the leases after it go back as they were and are claimed again, as the claims after
     that one would have walked anew."""
@@ -234,7 +234,7 @@ def claim_many(
 
 def ack_many(statements: Statements, leases: tuple[Lease[Any], ...]) -> Op[list[bool]]:
     """:func:`ack` each lease, all in one transaction; each is fenced on its own. One statement
-    for up to :data:`~harel_sa.postgres.statements.BATCH_MAX` leases (then in autocommit)."""
+    for up to :data:`~harel_sa.rules.BATCH_MAX` leases (then in autocommit)."""
     several = len(leases) > BATCH_MAX
     return Op(partial(_ack_many, statements, leases), begin=WRITE if several else None)
 
@@ -403,10 +403,9 @@ def _event_of(spec: ClaimSpec, raw: Any, deliveries: int) -> tuple[Any, str | No
     """The event of a head a claim just leased (``deliveries`` counts that lease), or why the
     claim buries the head instead (``(None, error)``): delivered ``max_deliveries`` times
     already, or its event does not decode."""
-    limit = spec.max_deliveries
-    if limit is not None and deliveries - 1 >= limit:
-        times = "1 time" if deliveries == 2 else f"{deliveries - 1} times"
-        return None, f"delivered {times} (max {limit})"
+    too_often = exhausted(deliveries - 1, spec.max_deliveries)
+    if too_often is not None:
+        return None, too_often
     try:
         # ``model_validate_json`` without its Python wrapper, as SQLite's claim decodes.
         return spec.event_type.__pydantic_validator__.validate_json(raw), None
@@ -426,7 +425,7 @@ def _bury_query(
     params = {
         "seq": seq,
         "locked_by": locked_by,
-        "error": error[:_MAX_ERROR],
+        "error": error[:MAX_ERROR],
         "uncount": uncount,
         "now": _now(clock),
     }

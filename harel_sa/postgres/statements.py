@@ -34,24 +34,18 @@ from typing import Any
 from sqlalchemy import TextClause, text
 from sqlalchemy.dialects.postgresql.base import PGDialect
 
+from harel_sa.rules import BATCH_MAX, LOOKAHEAD, PARKED
 from harel_sa.schema import Names
 
 #: PostgreSQL's dialect, numbering parameters ``$n`` as the server prepares them.
 _DOLLAR = PGDialect(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
 
-#: ``locked_by`` of a parked message (``nack(delay > 0)``): the SQLite backend's sentinel too.
-PARKED = "__parked__"
 #: The server's "now", constant within a statement. ``date_part`` gives the same double as
 #: ``EXTRACT(EPOCH ...)::float8`` (tests/postgres hold it to that) without its detour: since
 #: PostgreSQL 14 ``EXTRACT`` returns ``numeric``, and the cast to ``float8`` prints and parses
 #: it, three times the cost at each row a claim's walk tests for a live lease.
 SERVER_NOW = "date_part('epoch', statement_timestamp())"
 CLIENT_NOW = ":now ::float8"
-#: How many messages after a group's head the claim also checks for a live lease, against
-#: rows another program inserted below a leased head (SQLite's claim checks as many).
-LOOKAHEAD = 1
-#: The most leases one statement of a batch takes or acks; a larger batch sends several.
-BATCH_MAX = 64
 #: The sizes a batch's statements are built for (a batch uses the smallest that holds it): a
 #: handful of prepared statements per connection, not one per batch size.
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, BATCH_MAX)

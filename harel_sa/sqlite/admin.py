@@ -21,8 +21,9 @@ from harel_sa.models import (
     RoutingBucket,
     Stats,
 )
+from harel_sa.rules import PARKED
 from harel_sa.sqlite.driver import immediate_transaction, read_transaction
-from harel_sa.sqlite.statements import PARKED, Statements
+from harel_sa.sqlite.statements import Statements
 
 
 def stats(conn: sqlite3.Connection, statements: Statements, clock: Clock) -> Stats:

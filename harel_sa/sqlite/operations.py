@@ -14,10 +14,9 @@ from typing import Any
 
 from harel_sa.calls import ClaimSpec, Clock, Row
 from harel_sa.events import Lease, tokens
+from harel_sa.rules import BATCH_MAX, MAX_ERROR, exhausted
 from harel_sa.sqlite.driver import immediate_transaction
-from harel_sa.sqlite.statements import ROWS_AT_ONCE, Statements
-
-_MAX_ERROR = 2000
+from harel_sa.sqlite.statements import Statements
 
 
 def publish(
@@ -162,10 +161,9 @@ def _lease_of(row: Any, spec: ClaimSpec) -> Lease[Any] | str:
     seq, group, raw, deliveries = row[0], row[1], row[2], row[3]
     if seq is None:
         return ""
-    limit = spec.max_deliveries
-    if limit is not None and deliveries >= limit:
-        times = "1 time" if deliveries == 1 else f"{deliveries} times"
-        return f"delivered {times} (max {limit})"
+    too_often = exhausted(deliveries, spec.max_deliveries)
+    if too_often is not None:
+        return too_often
     try:
         group_id = group.decode()
     except UnicodeDecodeError as exc:
@@ -200,8 +198,8 @@ def _hold(
     """Write ``leases`` (each a group's head, taken at ``now``; the first of ``rows``, the
     claim's select's, read them): the groups marked claimed, the messages leased."""
     expiry = now + spec.visibility
-    for start in range(0, len(leases), ROWS_AT_ONCE):
-        chunk = leases[start : start + ROWS_AT_ONCE]
+    for start in range(0, len(leases), BATCH_MAX):
+        chunk = leases[start : start + BATCH_MAX]
         n = len(chunk)
         groups = [row[5] for row in rows[start : start + n]]  # their rowids
         conn.execute(statements.mark_claimed(n), (now, *groups))
@@ -217,7 +215,7 @@ def move_to_dead_letters(
 ) -> None:
     """Move message ``seq`` to the dead table with ``error`` (inside the caller's transaction),
     by ``seq`` alone: whatever its other columns hold, it is moved as it is."""
-    conn.execute(statements.copy_to_dead, {"seq": seq, "error": error[:_MAX_ERROR], "now": now})
+    conn.execute(statements.copy_to_dead, {"seq": seq, "error": error[:MAX_ERROR], "now": now})
     conn.execute(statements.delete_message, {"seq": seq})
     conn.execute(statements.drop_group_of_dead, {"seq": seq})
 
@@ -246,8 +244,8 @@ def _ack_many(
         return [_ack(conn, statements, lease) for lease in leases]
     wanted = [(lease.seq, lease.locked_by) for lease in leases]
     holding: dict[int, str] = {}  # seq -> locked_by, of the rows the leases hold
-    for start in range(0, len(wanted), ROWS_AT_ONCE):
-        fences = set(wanted[start : start + ROWS_AT_ONCE])
+    for start in range(0, len(wanted), BATCH_MAX):
+        fences = set(wanted[start : start + BATCH_MAX])
         seqs = {seq for seq, _ in fences}
         rows = conn.execute(statements.locks_of(len(seqs)), tuple(seqs)).fetchall()
         held = [row for row in rows if row in fences]
@@ -261,8 +259,8 @@ def _ack_many(
             del holding[seq]
         took.append(ok)
     emptied = [lease.group_id for lease, ok in zip(leases, took, strict=True) if ok]
-    for start in range(0, len(emptied), ROWS_AT_ONCE):
-        ids = emptied[start : start + ROWS_AT_ONCE]
+    for start in range(0, len(emptied), BATCH_MAX):
+        ids = emptied[start : start + BATCH_MAX]
         conn.execute(statements.drop_groups_if_empty(len(ids)), ids)
     return took
 

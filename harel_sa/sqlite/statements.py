@@ -29,22 +29,8 @@ from functools import lru_cache
 from sqlalchemy import TextClause, text
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 
+from harel_sa.rules import BATCH_MAX, LOOKAHEAD, PARKED
 from harel_sa.schema import MAX_PRIORITY, Names
-
-#: ``locked_by`` of a parked message (``nack(delay > 0)``); the original transport's sentinel.
-PARKED = "__parked__"
-
-#: How many messages after a group's head the claim also checks for a live lease. Only a head
-#: is ever leased, so a lease further down means another program inserted messages with
-#: smaller ``seq``\ s before a leased head; up to this many such rows cannot give the group a
-#: second lease. Each one checked costs every claim a row read (measured in instructions: the
-#: first 3% of a claim+ack at synchronous=NORMAL, four 5%); any depth would need an index on
-#: leased rows, a schema revision that every claim and ack would pay for in writes.
-LOOKAHEAD = 1
-#: The most rows one statement of a batch names: the leases of a batch of acks, the groups and
-#: heads of a batch of claims (a larger batch sends one statement per this many).
-ROWS_AT_ONCE = 64
-
 
 # Reading rows another program may have written: any column may hold any type, and TEXT may
 # be bytes that are not UTF-8 (the sqlite3 driver raises on fetching those). These
@@ -245,7 +231,7 @@ class Statements:
         )
         self._claims: dict[tuple[int, int], Compiled] = {}
         self._claims_up_to: dict[tuple[int, int], Compiled] = {}
-        # A batch of acks: the rows of up to ROWS_AT_ONCE leases' messages, then the deletes
+        # A batch of acks: the rows of up to BATCH_MAX leases' messages, then the deletes
         # of those the leases still hold, then their groups once empty (an ack's ``n`` is 1),
         # each one statement per size (built on first use).
         self._locks_of = _by_size(
@@ -360,26 +346,26 @@ class Statements:
             )
 
     def mark_claimed(self, n: int) -> Compiled:
-        """Mark ``n`` (at most :data:`ROWS_AT_ONCE`) groups claimed at a claim's now, by their
+        """Mark ``n`` (at most :data:`BATCH_MAX`) groups claimed at a claim's now, by their
         rowids (as the claim's select read them): bind ``(now, rowid, ...)``."""
         return self._mark_claimed[n]
 
     def lease(self, n: int) -> Compiled:
-        """Lease ``n`` (at most :data:`ROWS_AT_ONCE`) messages, each to its holder, until one
+        """Lease ``n`` (at most :data:`BATCH_MAX`) messages, each to its holder, until one
         expiry, and count a delivery of each: bind ``(seq, locked_by, ..., expiry)``."""
         return self._lease[n]
 
     def locks_of(self, n: int) -> Compiled:
-        """The ``(seq, locked_by)`` of ``n`` (at most :data:`ROWS_AT_ONCE`) messages, by seq:
+        """The ``(seq, locked_by)`` of ``n`` (at most :data:`BATCH_MAX`) messages, by seq:
         bind the seqs."""
         return self._locks_of[n]
 
     def delete_seqs(self, n: int) -> Compiled:
-        """Delete ``n`` (at most :data:`ROWS_AT_ONCE`) messages by seq: bind the seqs."""
+        """Delete ``n`` (at most :data:`BATCH_MAX`) messages by seq: bind the seqs."""
         return self._delete_seqs[n]
 
     def drop_groups_if_empty(self, n: int) -> Compiled:
-        """Delete those of ``n`` (at most :data:`ROWS_AT_ONCE`) groups that have no message
+        """Delete those of ``n`` (at most :data:`BATCH_MAX`) groups that have no message
         left: bind their ``group_id``\\ s."""
         return self._drop_groups_if_empty[n]
 
@@ -397,7 +383,7 @@ class Statements:
 
 
 class _by_size(dict[int, Compiled]):
-    """The statement ``build(n)`` for each ``n`` (1 to :data:`ROWS_AT_ONCE`) asked for, built
+    """The statement ``build(n)`` for each ``n`` (1 to :data:`BATCH_MAX`) asked for, built
     once."""
 
     def __init__(self, build: Callable[[int], Compiled]) -> None:
@@ -405,8 +391,8 @@ class _by_size(dict[int, Compiled]):
         self.build = build
 
     def __missing__(self, n: int) -> Compiled:
-        if not 0 < n <= ROWS_AT_ONCE:
-            raise ValueError(f"a statement of a batch names 1-{ROWS_AT_ONCE} rows, not {n}")
+        if not 0 < n <= BATCH_MAX:
+            raise ValueError(f"a statement of a batch names 1-{BATCH_MAX} rows, not {n}")
         sql = self[n] = self.build(n)
         return sql
 

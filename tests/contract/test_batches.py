@@ -231,7 +231,7 @@ def test_ack_many_tells_a_stale_lease_from_the_live_one_of_the_same_message_in_a
 
 
 def test_ack_many_of_more_leases_than_one_statement_names_acks_each(q: Any, db: str) -> None:
-    count = 150  # more than two chunks of the SQLite backend's ROWS_AT_ONCE (64)
+    count = 150  # more than two chunks of harel_sa.rules.BATCH_MAX (64)
     q.publish_many([(f"g{i}", Event(kind=f"m{i}")) for i in range(count)])
     q.publish("g7", Event(kind="next"))
     leases = q.claim_many("w", VIS, count)
@@ -245,7 +245,7 @@ def test_ack_many_of_more_leases_than_one_statement_names_acks_each(q: Any, db: 
 def test_claim_many_of_more_leases_than_one_statement_names_writes_each(
     q: Any, db: str, clock: FakeClock
 ) -> None:
-    count = 150  # more than two chunks of the SQLite backend's ROWS_AT_ONCE (64)
+    count = 150  # more than two chunks of harel_sa.rules.BATCH_MAX (64)
     for kind in ("first", "second"):
         q.publish_many([(f"g{i}", Event(kind=f"{kind}{i}")) for i in range(count)])
     leases = q.claim_many("w", VIS, count)

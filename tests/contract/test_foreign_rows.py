@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harel_sa import Event, schema_for
-from harel_sa.sqlite.statements import LOOKAHEAD
+from harel_sa.rules import LOOKAHEAD
 from tests.checks import assert_nothing_stranded
 from tests.conftest import FakeClock
 from tests.contract.raw import PgRaw, Raw

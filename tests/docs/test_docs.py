@@ -242,3 +242,11 @@ def test_alembic_md_command_blocks(tmp_path: Path) -> None:
         done = shell(command, standalone)
         assert done.returncode == 0, f"{command}\n{done.stderr}"
     assert (standalone / "queue.db").exists()
+
+
+def test_the_documents_stay_at_human_size() -> None:
+    """README.md and ARCHITECTURE.md are read in one sitting; the rest goes to docs/."""
+    limits = {"README.md": 15_000, "ARCHITECTURE.md": 12_000}
+    for doc, limit in limits.items():
+        size = len((ROOT / doc).read_text())
+        assert size <= limit, f"{doc} is {size} characters, over {limit}: move detail to docs/"

@@ -8,8 +8,9 @@ import sqlite3
 import pytest
 
 from harel_sa import SqliteTransport
+from harel_sa.rules import LOOKAHEAD
 from harel_sa.schema import Names
-from harel_sa.sqlite.statements import LOOKAHEAD, positional, statements_for
+from harel_sa.sqlite.statements import positional, statements_for
 
 NAMES = Names()
 BASE_TABLES = {"g", "m", "x", "h"}  # the aliases the claim gives its tables
