@@ -129,6 +129,7 @@ X = "\N{MULTIPLICATION SIGN}"
 DASH = "\N{EN DASH}"
 #: A verdict's note on a bar this project set beside an issue's own.
 BEYOND = "extra bar"
+MET, MISSED = "met", "**NOT met**"
 #: The charts of bench/charts.py, as the sections that show them name them.
 BATCH_PNG, PG_PNG = "batches.png", "pg_drains.png"
 
@@ -151,8 +152,8 @@ Row = tuple[str, str, str]
 
 
 def verdict(ok: bool, beyond: bool = False) -> str:
-    """``**met**`` or ``**NOT met**``; ``beyond``: a bar this project set beside the issue's."""
-    said = "**met**" if ok else "**NOT met**"
+    """``met`` or ``**NOT met**``; ``beyond``: a bar this project set beside the issue's."""
+    said = MET if ok else MISSED
     return f"{said} ({BEYOND})" if beyond else said
 
 
@@ -162,11 +163,14 @@ def table(head: list[str], rows: list[list[str]] | list[Row]) -> list[str]:
     return out + ["| " + " | ".join(row) + " |" for row in rows]
 
 
-def summary(title: str, what: str, rows: list[Row], *more: str) -> list[str]:
-    """A workload's summary: its heading, what it measures, its figures and targets, notes."""
+def summary(
+    title: str, what: str, rows: list[Row], *more: str, head: Row | None = None
+) -> list[str]:
+    """A workload's summary: its heading, what it measures, its figures and targets (or the
+    table ``head`` names), notes."""
     out = [f"## {title}", "", what, ""]
     if rows:
-        out += [*table(["figure or target", f"median (min{DASH}max)", "verdict"], rows), ""]
+        out += [*table(list(head or ("", f"median (min{DASH}max)", "")), rows), ""]
     for line in more:
         out += [line, ""]
     return out

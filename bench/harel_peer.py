@@ -178,8 +178,7 @@ def section(w: dict[str, Any]) -> list[str]:
     ]
     return summary(
         "7. Against the harel engine's own transports (harel 0.9.0)",
-        f"{w['n']:,} events over {w['groups']} groups published, then drained (claim + ack),"
-        " through harel's `SqliteTransport` (async: its twin) and harel_sa's, at FULL;"
-        f" `engine`: {w['executions']:,} executions of a machine by harel's `Worker`.",
+        f"{w['n']:,} events over {w['groups']} groups published, then drained, through harel's"
+        " `SqliteTransport` and harel_sa's (FULL); `engine`: harel's `Worker` on each.",
         [*targets(w), *rows],
     )

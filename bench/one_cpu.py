@@ -127,15 +127,14 @@ def targets(w: dict[str, Any]) -> list[Row]:
         rows.append(
             (
                 f"`{PAIR[1]}` ÷ `{PAIR[0]}` ({sync}), each held to one CPU, ≥ 0.8{X}",
-                f"{fmt_ratio(held)}; free {fmt_ratio(_ratio(free))}; on one CPU ÷ the Worker"
-                f" free {fmt_ratio(ratios(one[PAIR[1]], free[PAIR[0]]))}",
+                f"{fmt_ratio(held)}; free {fmt_ratio(_ratio(free))}",
                 verdict(med(held) >= 0.8, beyond=True),
             )
         )
     hops = w["hops"]
     cells = [
         f"{work * 1e3:g} ms: {fmt(hops[FREE][str(work)], 1e6)} µs free,"
-        f" {fmt(hops[ONE][str(work)], 1e6)} µs on one CPU"
+        f" {fmt(hops[ONE][str(work)], 1e6)} one CPU"
         for work in HOP_WORK
     ]
     label = "A hop into aiosqlite's thread and back, beyond the work it carries"
@@ -146,25 +145,10 @@ def targets(w: dict[str, Any]) -> list[Row]:
 def section(w: dict[str, Any]) -> list[str]:
     return summary(
         "The batching AsyncWorker on one CPU (issue 16)",
-        "Workload batch's two batching workers, each in a process free or held to one CPU"
-        f" (`os.sched_setaffinity`); the transport's hop alone, carrying {_ms(HOP_WORK)} of"
-        " work.",
+        "Workload batch's batching workers, each in a process free or held to one CPU (where"
+        " the AsyncWorker's hop into aiosqlite's thread wakes no other CPU); the hop alone,"
+        f" carrying {_ms(HOP_WORK)} of work.",
         targets(w),
-    )
-
-
-def says(w: dict[str, Any]) -> str:
-    """What the measurements say of the batching AsyncWorker's gap, from this run's figures."""
-    held = "; ".join(
-        f"{sync} {med(_ratio(w['drains'][ONE][sync])):.2f}{X}"
-        f" (free: {med(_ratio(w['drains'][FREE][sync])):.2f}{X})"
-        for sync in batches.SYNCS
-    )
-    return (
-        "- **The batching AsyncWorker** hops into aiosqlite's thread and back once per batch;"
-        f" held to one CPU, where that wake-up is a switch on the same CPU, it reaches {held}"
-        " the Worker. A worker process whose handlers hold Python's lock loses little by being"
-        " held to one CPU (`taskset -c N`)."
     )
 
 

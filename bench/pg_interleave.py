@@ -1,14 +1,14 @@
 """Group queues drained in turns by the same worker processes, so their ratios hold on a
 machine whose commits slow down and speed up over seconds.
 
-A PostgreSQL commit here waits for a WAL flush whose time drifts by 2x within a minute (the
-disk is shared). Two drains run one after the other take that drift as a difference between
-the queues. So :func:`drain_in_turns` fills each queue into a database of its own, starts the
-worker processes once, and has them drain the queues in turns of :data:`TURN` seconds: every
-process works on the same queue at the same time (released together by a barrier), the
-queues follow each other in an order that rotates every round, and a queue's rate is its
-messages over the sum of its turns. A turn lasts from the barrier to the last ack of any
-process in it. Every queue is still drained to empty and checked as a drain is.
+A PostgreSQL commit waits for a WAL flush whose time drifts within a minute on a shared disk
+(the run's own spread, in results.json, shows by how much). Two drains run one after the other
+take that drift as a difference between the queues. So :func:`drain_in_turns` fills each queue
+into a database of its own, starts the worker processes once, and has them drain the queues in
+turns of :data:`TURN` seconds: every process works on the same queue at the same time (released
+together by a barrier), the queues follow each other in an order that rotates every round, and a
+queue's rate is its messages over the sum of its turns. A turn lasts from the barrier to the
+last ack of any process in it. Every queue is still drained to empty and checked as a drain is.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ from common import (
     BEYOND,
     DASH,
     HAREL,
+    MET,
+    MISSED,
     Row,
     X,
     fmt,
@@ -56,14 +58,12 @@ def w1_section(w: dict[str, Any]) -> list[str]:
         for x in [w[sync][phase]]
     ]
     p = w["pages"]
-    pages = [f"{p[i]['claim'] + p[i]['ack']:.1f}" for i in (HAREL, BASE)]
-    rows.append(
-        ("WAL pages a message, claim + ack (counted)", " vs the baseline's ".join(pages), "")
-    )
+    pages = " vs the baseline's ".join(f"{p[i]['claim'] + p[i]['ack']:.1f}" for i in (HAREL, BASE))
+    rows.append(("WAL pages a message, claim + ack (counted)", pages, ""))
     return summary(
         "1. Publish, then drain",
-        f"{w['n']:,} messages over {w['groups']} groups, one `publish` call each, then drained"
-        " by one worker with `claim` + `ack`.",
+        f"{w['n']:,} messages over {w['groups']} groups published one call each, then drained"
+        " by one worker (claim + ack).",
         [*w1_targets(w), *rows],
     )
 
@@ -86,64 +86,46 @@ def w2_targets(w: dict[str, Any]) -> list[Row]:
 
 
 def w2_section(w: dict[str, Any]) -> list[str]:
-    rows = [
-        (
-            f"Claim at {c['label']} (FULL), harel_sa ÷ baseline",
-            fmt_ratio(
-                ratios(w["claim_full"][c["label"]][HAREL], w["claim_full"][c["label"]][BASE])
-            ),
-            "",
-        )
-        for c in w["cases"]
-    ]
+    each = "; ".join(
+        f"{label} {fmt_ratio(ratios(x[BASE], x[HAREL]))}" for label, x in w["claim_full"].items()
+    )
+    rows = [("Claim, baseline ÷ harel_sa", each, "")]
     return summary(
         "2. Claim cost against backlog",
-        "One claim at each backlog (each followed by an untimed `nack(0)`, so the backlog stays"
-        " as it is; FULL), ÷ the same queue's claim at the smallest.",
+        "Time of a claim (FULL) at each backlog, kept by an untimed `nack(0)`.",
         [*w2_targets(w), *rows],
         f"![claim cost against backlog]({BACKLOG_PNG})",
     )
 
 
-def w3_targets(w: dict[str, Any]) -> list[Row]:
-    if "plain" not in w["variants"]:
-        return []
-    v = w["variants"]["plain"]
-    figs = "; ".join(
-        f"{c} processes: busiest {fmt([s[0] for s in v[c]['shares']], 100)} %, Jain"
-        f" {fmt(v[c]['jain'])}"
-        for c in v
-        if c != "1"
-    )
-    fair = all(med(v[c]["jain"]) >= 0.9 for c in v)
-    return [
-        (
-            "Several processes: each one's share (and fair?)",
-            figs,
-            "reported; " + ("fair" if fair else "**not fair**"),
+def _w3_rows(w: dict[str, Any]) -> dict[str, Row]:
+    """Per variant: the most processes ÷ 1, Jain's index, the refusals;
+    ``plain`` judged: fair, or not (reported: no bar)."""
+    most, rows = str(w["procs"][-1]), {}
+    for v, per in w["variants"].items():
+        m = per[most]
+        refusals = sum(m["refusals"])
+        figures = f"{fmt_ratio(ratios(m['rate'], per['1']['rate']))}; Jain {fmt(m['jain'])}" + (
+            f"; {refusals:,} refusals" if refusals else ""
         )
-    ]
+        fair = "fair" if all(med(per[c]["jain"]) >= 0.9 for c in per) else "**not fair**"
+        rows[v] = (f"`{v}`", figures, f"reported; {fair}" if v == "plain" else "")
+    return rows
+
+
+def w3_targets(w: dict[str, Any]) -> list[Row]:
+    plain = _w3_rows(w).get("plain")
+    return [] if plain is None else [("Several processes, `plain`: fair?", *plain[1:])]
 
 
 def w3_section(w: dict[str, Any]) -> list[str]:
-    most = str(w["procs"][-1])
-    rows = [
-        (
-            f"`{v}`: {most} processes ÷ 1",
-            f"{fmt_ratio(ratios(per[most]['rate'], per['1']['rate']))}; Jain"
-            f" {fmt(per[most]['jain'])}; {sum(per[most]['refusals'])} refusals",
-            "",
-        )
-        for v, per in w["variants"].items()
-    ]
     return summary(
         "3. Worker processes draining one file",
         f"{w['n']:,} messages over {w['groups']} groups drained by"
-        f" {', '.join(map(str, w['procs']))} `spawn`ed processes (FULL), in the variants of"
-        " `bench/procs.py`. Jain's index: 1 when every process did the same work, 1/n when one"
-        " did all. Refusals: lock waits that ended in BusyError (for `retry`, immediate"
-        " refusals, retried).",
-        [*w3_targets(w), *rows],
+        f" {', '.join(map(str, w['procs']))} processes (FULL). Per variant (`bench/procs.py`):"
+        f" {w['procs'][-1]} processes ÷ 1, Jain's index (1 fair, 1/n when one did all),"
+        " refusals (lock waits that ended in BusyError).",
+        list(_w3_rows(w).values()),
         f"![throughput and fairness against worker processes]({PROCESSES_PNG})",
     )
 
@@ -152,8 +134,9 @@ def w4_targets(w: dict[str, Any]) -> list[Row]:
     rows: list[Row] = []
     for sync in ("FULL", "NORMAL"):
         x = ratios(w[sync]["async"], w[sync]["sync"])
-        label = f"Async twin ≥ 0.5{X} sync (claim+ack, {sync})"
-        rows.append((label, fmt_ratio(x), verdict(med(x) >= 0.5)))
+        rows.append(
+            (f"Async twin ≥ 0.5{X} sync (claim+ack, {sync})", fmt_ratio(x), verdict(med(x) >= 0.5))
+        )
     return rows
 
 
@@ -161,36 +144,37 @@ def w4_section(w: dict[str, Any]) -> list[str]:
     rows = [
         (
             f"ack_and_claim ({sync}), async ÷ sync",
-            fmt_ratio(ratios(w[sync]["async fused"], w[sync]["sync fused"])),
+            fmt_ratio(ratios(x["async fused"], x["sync fused"])),
             "",
         )
         for sync in ("FULL", "NORMAL")
+        for x in [w[sync]]
     ]
     return summary(
         "4. The async twin against the sync transport",
         f"{w['n']:,} messages over {w['groups']} groups drained by one worker: the sync"
-        " transport, or one coroutine awaiting the async twin's calls in turn.",
+        " transport or one coroutine on the async twin.",
         [*w4_targets(w), *rows],
     )
 
 
 def w5_section(w: dict[str, Any]) -> list[str]:
-    rows = [
-        (
-            f"{name} writer: the queue's msgs/s, same file ÷ own file",
-            f"{fmt_ratio(ratios(per['same file']['queue'], per['own file']['queue']))}; the"
-            " writer's tx/s"
-            f" {fmt_ratio(ratios(per['same file']['writer'], per['own file']['writer']))};"
-            f" {sum(per['same file']['refusals'])} refusals",
-            "",
+    rows = []
+    for name, per in w["writers"].items():
+        same, own = per["same file"], per["own file"]
+        rows.append(
+            (
+                f"Writer {name}: the queue's msgs/s, same file ÷ own",
+                f"{fmt_ratio(ratios(same['queue'], own['queue']))}; the writer's"
+                f" {fmt_ratio(ratios(same['writer'], own['writer']))};"
+                f" {sum(same['refusals'])} refusals",
+                "",
+            )
         )
-        for name, per in w["writers"].items()
-    ]
     return summary(
         "5. A busy second writer in the same file",
         f"For {w['window']:g} s the queue works (claim+ack, FULL) while another process commits"
-        " one-row transactions on a table of its own, in the queue's file or in a file of its"
-        " own. Refusals: lock waits that ended in BusyError, each retried.",
+        " one-row transactions to a table of its own, in the queue's file or its own file.",
         rows,
     )
 
@@ -212,9 +196,8 @@ def w6_targets(w: dict[str, Any]) -> list[Row]:
 def w6_section(w: dict[str, Any]) -> list[str]:
     return summary(
         "6. Claims behind parked and lower-priority groups",
-        f"{w['ready']:,} ready groups; behind them {w['parked']:,} groups parked by"
-        " `nack(delay=3600)`, or of priority 0 under `claim(min_priority=2)`. Measured as in"
-        " workload 2.",
+        f"{w['ready']:,} ready groups behind {w['parked']:,} parked ones (`nack(delay=3600)`),"
+        " or of priority 0 under `claim(min_priority=2)`; measured as in workload 2.",
         w6_targets(w),
     )
 
@@ -222,9 +205,10 @@ def w6_section(w: dict[str, Any]) -> list[str]:
 def fast_targets(w: dict[str, Any]) -> list[Row]:
     p, f = w["publish"]["FULL"], w["fused"]["FULL"]
     x, y = ratios(p["calls"], p["many"]), ratios(f["fused"], f["separate"])
+    n = f"{w['batch']:,}"
     return [
         (
-            f"publish_many of {w['batch']:,} ≥ 10{X} {w['batch']:,} publish calls (FULL)",
+            f"publish_many of {n} ≥ 10{X} {n} publish calls (FULL)",
             fmt_ratio(x),
             verdict(med(x) >= 10),
         ),
@@ -239,18 +223,13 @@ def fast_targets(w: dict[str, Any]) -> list[Row]:
 def fast_section(w: dict[str, Any]) -> list[str]:
     p, f = w["publish"]["NORMAL"], w["fused"]["NORMAL"]
     rows = [
-        (
-            "publish_many ÷ publish calls (NORMAL), speed-up",
-            fmt_ratio(ratios(p["calls"], p["many"])),
-            "",
-        ),
+        ("publish_many speed-up (NORMAL)", fmt_ratio(ratios(p["calls"], p["many"])), ""),
         ("ack_and_claim ÷ separate (NORMAL)", fmt_ratio(ratios(f["fused"], f["separate"])), ""),
     ]
     return summary(
         "Fast paths: `publish_many` and fused `ack_and_claim`",
-        f"`publish_many` of {w['batch']:,} messages (one transaction) against {w['batch']:,}"
-        f" `publish` calls; {w['n']:,} messages over {w['groups']} groups drained by `claim` then"
-        " `ack` (two transactions a message) or `ack_and_claim` (one).",
+        f"`publish_many` of {w['batch']:,} messages against as many `publish` calls; a drain"
+        " by `claim` then `ack` (two transactions a message) or `ack_and_claim` (one).",
         [*fast_targets(w), *rows],
     )
 
@@ -292,7 +271,15 @@ def targets(r: dict[str, Any]) -> list[Row]:
 RERUN = "rerun of "  # run.py's key in env for a --merge run: "rerun of w1, w2"
 #: The run's facts said in its sentence; every other key of env but the reruns is named.
 SAID = ("command", "harel_sa", "finished", "CPU", "OS", "sizes", "repetitions")
-VERSIONS = ("Python", "SQLite", "SQLAlchemy", "Alembic", "pydantic", "aiosqlite")
+VERSIONS = (
+    "Python",
+    "SQLite",
+    "SQLAlchemy",
+    "Alembic",
+    "pydantic",
+    "aiosqlite",
+    "harel (the engine)",
+)
 LOAD = "load average (1 min) at "
 
 
@@ -309,7 +296,15 @@ def _measured_by(r: dict[str, Any], env: dict[str, str]) -> list[list[str]]:
     by: dict[str, list[str]] = {}
     for name in r:
         by.setdefault(latest.get(name, ("", main))[1], []).append(name)
-    return [[", ".join(names), how] for how, names in by.items()]
+    return [[", ".join(names), _short(how)] for how, names in by.items()]
+
+
+def _short(how: str) -> str:
+    """A run's command and when, as run.py wrote it, without the interpreter, the package's
+    version and the time of day."""
+    how = re.sub(r"`[^`]*?bench/run\.py", "`bench/run.py", how)
+    how = re.sub(r" at [\d.]+ at ", " at ", how).replace("(R)", "")
+    return re.sub(r" \d\d:\d\d:\d\d \w+$", "", how)
 
 
 def _run(r: dict[str, Any], env: dict[str, str]) -> list[str]:
@@ -323,8 +318,9 @@ def _run(r: dict[str, Any], env: dict[str, str]) -> list[str]:
     return [
         "## Run",
         "",
-        f"{env['CPU']}, {env['OS']}; {versions}; {env.get('repetitions', '?')} repetitions,"
-        f" sizes {env.get('sizes', '?')}, load average {load or '?'} (the first run)."
+        f"The first run: {env['CPU']}, {env['OS'].split(' (')[0]}; {versions};"
+        f" {env.get('repetitions', '?')} repetitions, sizes {env.get('sizes', '?')}, load"
+        f" average {load or '?'}."
         + (f" Also in results.json's env: {'; '.join(others)}." if others else ""),
         "",
         *table(["workloads", "measured last by"], _measured_by(r, env)),
@@ -333,8 +329,8 @@ def _run(r: dict[str, Any], env: dict[str, str]) -> list[str]:
 
 
 def _overview(rows: list[Row]) -> list[str]:
-    met = [r for r in rows if r[2].startswith("**met**")]
-    missed = [r for r in rows if r[2].startswith("**NOT met**")]
+    met = [r for r in rows if r[2].startswith(MET)]
+    missed = [r for r in rows if r[2].startswith(MISSED)]
     return [
         "## Targets",
         "",
@@ -350,15 +346,12 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
     lines = [
         "# harel_sa benchmarks",
         "",
-        "A summary written by `bench/run.py`: `.venv/bin/python bench/run.py` measures"
-        " (`--only W --merge`: one workload, the others kept), `--render` writes this file and"
-        " the plots again from `results.json`, measuring nothing. **Raw figures:"
-        " [results.json](results.json)** (every repetition, shares, EXPLAIN plans).",
-        "",
-        "A ratio is taken per repetition between figures measured back to back in one run, given"
-        f" as median (min{DASH}max) over the repetitions: a ratio inside that spread is noise."
-        " The **baseline** is the design's SQL on the plain driver (`baseline.py`,"
-        f" `pg_baseline.py`). *{BEYOND}*: a bar set beside the issue's.",
+        "A summary written by `.venv/bin/python bench/run.py` (`--only W --merge`: one"
+        " workload; `--render`: this file and the plots again, measuring nothing). **Raw"
+        " figures: [results.json](results.json).** A ratio is taken per repetition between"
+        f" figures measured back to back, shown as median (min{DASH}max): one inside that spread"
+        " is noise. The **baseline**: the design's SQL on the plain driver (`baseline.py`,"
+        f" `pg_baseline.py`). *{BEYOND}*: one set beside the issue's.",
         "",
         *_run(r, env),
         *_overview(targets(r)),
@@ -374,37 +367,20 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
 def findings(r: dict[str, Any]) -> list[str]:
     """What the figures say about the misses, computed from this run's figures."""
     out = ["## What the figures say", ""]
-    if "w1" in r:
-        p = r["w1"]["pages"]
-        h, b = (p[i]["claim"] + p[i]["ack"] for i in (HAREL, BASE))
-        out.append(
-            f"- **Drain against the baseline.** harel_sa writes {h:.1f} WAL pages a message to"
-            f" the baseline's {b:.1f} (its one extra index is partial); what remains is the"
-            " Python layer: validation, the fencing token, the `Lease`, a lock per call."
-        )
     if "w4" in r:
         w = r["w4"]
         hops = 2 * med(w["hop"]) * med(w["NORMAL"]["sync"])
         out.append(
-            "- **Async at NORMAL.** The two thread hops an async claim+ack makes (a no-op hop"
-            f" each) take {hops:.2f}{X} the time of a whole sync claim+ack at NORMAL, so the"
-            f" async twin can reach at most about {1 / (1 + hops):.2f}{X} the sync throughput;"
-            " at FULL the fsync dominates. `ack_and_claim` halves the hops."
+            "- **Async at NORMAL.** The two thread hops of an async claim+ack (no-op hops) take"
+            f" {hops:.2f}{X} the time of a whole sync claim+ack at NORMAL: the async twin can"
+            f" reach at most about {1 / (1 + hops):.2f}{X} the sync throughput there."
         )
     if "w3" in r:
         out.append(
-            "- **Fairness.** SQLite's busy handler sleeps between tries while a worker that has"
-            " just committed begins its next transaction at once, so one process takes nearly"
-            " all (`plain`). Waiting in the kernel (`flock`) helps; handing the lock on"
-            " (`handoff`) makes the shares equal at a wake-up per transaction; with work"
-            " between the calls (`pause`) SQLite's own handler shares it."
-        )
-    if "cpu" in r:
-        out.append(one_cpu.says(r["cpu"]))
-    if "w5" in r:
-        out.append(
-            "- **A second writer in the same file** gets the same unfair lock: keep the queue in"
-            " a file of its own."
+            "- **Fairness.** SQLite's busy handler sleeps while a worker that has just committed"
+            " begins again, so one process takes nearly all (`plain`); `handoff` or a pause"
+            " between calls shares the lock. So with a second writer: keep the queue's file its"
+            " own."
         )
     if "pg" in r:
         out.append(pg_bench.says(r["pg"]))
@@ -414,9 +390,7 @@ def findings(r: dict[str, Any]) -> list[str]:
 NOTES = [
     "## Notes on method",
     "",
-    "- Real files on disk, and a throw-away PostgreSQL, in a fresh temporary directory per run.",
-    "- The machine is shared (other jobs compete for its cores and disk): absolute figures drift"
-    " between repetitions, so read the ratios. Setup (building backlogs) runs at"
-    " synchronous=NORMAL; measurements at the durability each figure names.",
-    "- No test asserts a timing: benchmarks live only in `bench/`.",
+    "Real files on disk, a throw-away PostgreSQL; setup at synchronous=NORMAL, measurements at"
+    " the durability each figure names. The machine is shared: read the ratios. No test"
+    " asserts a timing.",
 ]

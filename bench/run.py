@@ -1,8 +1,9 @@
 """Run every benchmark workload and rewrite ``bench/RESULTS.md`` (and its plots).
 
-    .venv/bin/python bench/run.py            # the real sizes, 5 repetitions (6-10 minutes)
-    .venv/bin/python bench/run.py --quick    # small sizes, a smoke run (about 1 minute)
+    .venv/bin/python bench/run.py            # the real sizes, 5 repetitions (minutes)
+    .venv/bin/python bench/run.py --quick    # small sizes, a smoke run
     .venv/bin/python bench/run.py --only w7 --merge   # rerun one workload, keep the others
+    .venv/bin/python bench/run.py --render   # measure nothing: RESULTS.md from results.json
     python3 tasks.py bench [--quick]         # the same, creating the venv if needed
 
 A ``--quick`` run writes into a temporary directory (printed at the end) unless ``--out`` is
@@ -49,7 +50,7 @@ WORKLOADS = (
     "w1", "w2", "w3", "w4", "w5", "w6", "w7", "fast", "batch", "cpu", "harel", "pg", "pooler",
     "upgrade", "outbox",
 )  # fmt: skip
-W3_VARIANTS = ("plain", "fused", "pause", "retry", "flock", "handoff", "baseline")
+W3_VARIANTS = tuple(procs.VARIANTS)
 W3_QUICK = ("plain", "handoff", "baseline")
 
 

@@ -92,12 +92,9 @@ def wal_pages(cfg: Config, impl: str, groups: int = 100) -> dict[str, float]:
 
 # --- workloads 2 and 6: the cost of one claim ------------------------------------------------
 
+#: A claim at synchronous=FULL (the default), one at NORMAL, and the claim's SELECT alone (no
+#: write).
 METRICS = ("claim_full", "claim_normal", "select")
-METRIC_LABELS = {
-    "claim_full": "claim, synchronous=FULL (default)",
-    "claim_normal": "claim, synchronous=NORMAL",
-    "select": "the claim's SELECT alone (no write)",
-}
 
 
 def _claim_costs(
