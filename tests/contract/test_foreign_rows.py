@@ -230,7 +230,9 @@ def live_leases(raw: Raw, group: str, now: float) -> int:
     )
 
 
-@pytest.mark.parametrize("below", range(1, LOOKAHEAD + 1))
+# At least one: the docs promise a message inserted below a leased head (a LOOKAHEAD of 0, the
+# rule removed, must fail here rather than leave this test with no case to run).
+@pytest.mark.parametrize("below", range(1, max(LOOKAHEAD, 1) + 1))
 def test_messages_inserted_below_a_leased_head_never_give_its_group_a_second_lease(
     q: Any, raw: Raw, clock: FakeClock, below: int
 ) -> None:
@@ -301,6 +303,30 @@ def test_empty_group_rows_between_groups_in_flight_are_deleted_too(q: Any, raw: 
     assert (lease.group_id, lease.event.kind) == ("next", "n1")
     assert groups(raw) == [b"busy0", b"busy1", b"busy2", b"next"]
     assert all(q.ack(x) for x in [*held, lease])
+
+
+@pytest.mark.sqlite_file  # PostgreSQL's claim skips empty group rows, does not delete them
+def test_a_claim_that_meets_an_empty_group_row_deletes_the_empty_ones_among_the_next_255(
+    q: Any, raw: Raw
+) -> None:
+    """The claim that meets an empty group row deletes it and the empty rows among the next 255
+    groups in claim order, past the group it then leases: the garbage is paid for by that
+    claim, not met again one row at a time by the ones after it."""
+    plant_empty_groups(raw, 1)  # met first: every row has last_claimed_at 0, then by rowid
+    q.publish("real", ev("r1"))
+    raw.execute("BEGIN")
+    raw.executemany(
+        f"INSERT INTO {G} (group_id) VALUES (?)", ((f"after{i:03}",) for i in range(300))
+    )
+    raw.execute("COMMIT")
+    lease = q.claim("w", VIS)
+    assert (lease.group_id, lease.event.kind) == ("real", "r1")
+    # The next 255 groups after the one met are "real" and the first 254 empty rows after it.
+    assert groups(raw) == [f"after{i:03}".encode() for i in range(254, 300)] + [b"real"]
+    assert q.claim("w", VIS) is None  # the rest, met by the next claim, go the same way
+    assert groups(raw) == [b"real"]
+    assert q.ack(lease)
+    assert groups(raw) == []
 
 
 @pytest.mark.sqlite_file  # PostgreSQL's claim skips empty group rows, does not delete them

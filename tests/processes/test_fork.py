@@ -195,6 +195,41 @@ def test_a_lock_a_parent_thread_held_at_fork_does_not_hang_the_child(db: str) ->
     q.close()
 
 
+def test_a_transport_opening_in_a_parent_thread_at_fork_does_not_hang_the_childs_own(
+    tmp_path: Any,
+) -> None:
+    """A parent thread may be opening or closing a transport when another thread forks, inside
+    the lock harel_sa keeps over the files its transports have open: the child, which has no
+    such thread, opens a transport of its own on another file and uses it, without waiting on
+    that lock."""
+    from harel_sa.sqlite import watch
+
+    inside, release = threading.Event(), threading.Event()
+
+    def hold_the_lock() -> None:
+        with watch._open_lock:  # as a parent thread in the middle of an open or a close
+            inside.set()
+            release.wait(HANG)
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    assert inside.wait(HANG)
+    own = str(tmp_path / "child.db")
+
+    def child() -> dict[str, Any]:
+        with SqliteTransport(own) as q:
+            q.publish("g", ev("child"))
+        return {"published": 1}
+
+    try:
+        out = in_fork(child)
+    finally:
+        release.set()
+        holder.join()
+    assert out == {"published": 1}
+    assert kinds(own) == ["child"]
+
+
 def test_the_async_transport_in_a_forked_child_refuses_without_hanging(db: str) -> None:
     """The child has no aiosqlite thread and no parent loop: it refuses before either is
     needed, and ``close`` returns at once."""

@@ -178,3 +178,10 @@ def test_every_primary_code_keeps_its_type_and_its_extended_name(tmp_path: Path)
     ioerr.sqlite_errorname = "SQLITE_IOERR_WRITE"
     typed = translate(ioerr)
     assert type(typed) is DiskIOError and "SQLITE_IOERR_WRITE" in str(typed)
+    # The extended code is looked up first: an I/O error whose extended code has an entry of
+    # its own (the -shm file cannot grow: a full disk) takes that entry, not its primary's.
+    shmsize = sqlite3.OperationalError("disk I/O error")
+    shmsize.sqlite_errorcode = 4874  # SQLITE_IOERR_SHMSIZE
+    shmsize.sqlite_errorname = "SQLITE_IOERR_SHMSIZE"
+    typed = translate(shmsize)
+    assert type(typed) is StorageFullError and "SQLITE_IOERR_SHMSIZE" in str(typed)
