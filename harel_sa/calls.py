@@ -2,12 +2,9 @@
 bound operation.
 
 Each method of :class:`Calls` validates its arguments (raising before anything is written) and
-returns the backend's operation bound to them (a :class:`Bound`), which a transport runs: the
-SQLite transports a :data:`Call` on their sqlite3 connection (the async one in aiosqlite's
-thread), the PostgreSQL ones a program of statements on a pooled connection.
-
-**The seam between the shared rules and a dialect** is :class:`Backend`: the operations and
-the statements factory of one dialect's room (:data:`harel_sa.sqlite.backend.SQLITE`,
+returns the backend's operation bound to them (a :class:`Bound`), which a transport runs. **The
+seam between the shared rules and a dialect** is :class:`Backend`: the operations and the
+statements factory of one dialect's room (:data:`harel_sa.sqlite.backend.SQLITE`,
 :class:`harel_sa.postgres.backend.PostgresBackend`). :class:`Calls` takes one and never names
 a dialect, so every backend's transports check their arguments with the very same code.
 """

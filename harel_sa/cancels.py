@@ -1,16 +1,13 @@
 """What an async transport does when its caller is cancelled mid-call, for every backend.
 
 A call handed to the database runs to its end (a claim's lease may commit whatever the caller
-does); when the caller is cancelled meanwhile, :func:`shielded` waits for that end, gives back
-every lease the call took (the caller will never see it: uncounted, so the message need not wait
-for its lease to lapse and ``max_deliveries`` counts only deliveries a caller received), then
-lets the cancellation through.
-
-Two ways to get there. :func:`shielded` runs the call apart from its caller (a future as it is,
-a coroutine in a task of its own). :func:`settled` runs a coroutine in its caller's own task,
-for a driver whose waits carry on through a cancellation themselves and then raise
-:class:`Finished` with what the call returned (:func:`harel_sa.postgres.wire.wait_async`):
-no task per call.
+does); when the caller is cancelled meanwhile, every lease the call took is given back,
+uncounted (the caller will never see it: the message need not wait for its lease to lapse, and
+``max_deliveries`` counts only deliveries a caller received), then the cancellation goes
+through. :func:`shielded` runs the call apart from its caller (a future as it is, a coroutine in
+a task of its own); :func:`settled` runs it in its caller's own task, with no task per call, for
+a driver whose waits carry on through a cancellation, then raise :class:`Finished`
+(:func:`harel_sa.postgres.wire.wait_async`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
 """The demo's machinery: producer and worker processes on one SQLite file, and the check.
 
 Producers publish ``messages`` events over ``groups`` groups (each group belongs to one
-producer, which publishes its messages ``n = 0, 1, ...`` in order, interleaved across its
-groups, in batches); worker processes drain them with :class:`~harel_sa.Worker` meanwhile.
-Each handler records ``(group, n, monotonic_ns)`` at its start; the parent then checks that
-every message was delivered exactly once and, ordering a group's deliveries by that clock
-(system-wide on one host), in order ``0, 1, ...``. Children fork from a ``forkserver`` that
-imported harel_sa once and opened nothing, so each starts at once and no connection or lock
-crosses a fork (``spawn`` where the platform has no forkserver). Children ignore SIGINT: a
-Ctrl-C reaches the whole process group, and the parent alone decides, through ``done``.
+producer, which publishes its messages ``n = 0, 1, ...`` in order, in batches); worker processes
+drain them with :class:`~harel_sa.Worker` meanwhile. Each handler records ``(group, n,
+monotonic_ns)`` at its start; the parent then checks that every message was delivered exactly
+once and, ordering a group's deliveries by that clock (system-wide on one host), in order.
+Children fork from a ``forkserver`` that imported harel_sa and opened nothing (:func:`_context`),
+so no connection or lock crosses a fork. Children ignore SIGINT: a Ctrl-C reaches the whole
+process group, and the parent alone decides, through ``done``.
 """
 
 from __future__ import annotations
@@ -155,7 +154,8 @@ class _Shared:
 
 
 def producer_main(index: int, config: DemoConfig, shared: _Shared) -> None:
-    """Publish the messages of groups ``index, index + producers, ...``, in batches."""
+    """Publish the messages of groups ``index, index + producers, ...``, in batches: each
+    group's in order, interleaved across the groups."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     transport = _open(config)
     counts = config.per_group()
@@ -251,8 +251,8 @@ def run(config: DemoConfig, tick: Callable[[int, int], None] = lambda d, p: None
 
 def _context() -> Any:
     """Where the children come from: a ``forkserver`` that preloads this module and the
-    worker (a fresh interpreter importing harel_sa takes most of a second of CPU; a child
-    forked from the server is ready in about a tenth of that), else ``spawn``."""
+    worker (a child forked from the server starts with harel_sa imported, where a fresh
+    interpreter would import it anew), else ``spawn``."""
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")

@@ -1,15 +1,12 @@
 """The revisions' upgrade SQL, frozen, for a transport's start-up (``create_schema=True``).
 
 A transport opens at every process start, so its start-up does not import Alembic: it runs this
-copy of each revision's statements, with the same guards. The copy is held equal to the
-revisions by the tests: statement for statement to the checked-in ``alembic upgrade --sql``
-output of each revision (``tests/migrations/golden/``), and object for object to what the
-revisions build (``sqlite_master`` of both paths, from every kind of starting file).
-
-PostgreSQL has its own copy (:data:`POSTGRESQL_REVISIONS`), held equal to the revisions'
-PostgreSQL ``--sql`` output the same way. Like the revisions, an entry here never changes once
-released; a schema change is a new
-revision and a new entry. ``{p}`` stands for the prefix.
+copy of each revision's statements (:data:`REVISIONS`; PostgreSQL's:
+:data:`POSTGRESQL_REVISIONS`), with the same guards. The tests hold the copy equal to the
+revisions: statement for statement to the checked-in ``alembic upgrade --sql`` output of each
+(``tests/migrations/golden/``), and object for object to what the revisions build. Like the
+revisions, an entry never changes once released: a schema change is a new revision and a new
+entry. ``{p}`` stands for the prefix.
 """
 
 from __future__ import annotations
@@ -29,6 +26,8 @@ class Statement:
     unless_column: tuple[str, str] | None = None
 
 
+#: SQLite's copy, held object for object to what the Alembic revisions build (``sqlite_master`` of
+#: both paths, from every kind of starting file).
 REVISIONS: tuple[tuple[str, tuple[Statement, ...]], ...] = (
     (
         "harel_sa_0001",

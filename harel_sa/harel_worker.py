@@ -2,15 +2,12 @@
 
 harel's own worker (``python -m harel.worker``) builds its transport from a fixed list of
 backends and offers no hook for another. This launcher is the same process, built from harel's
-public pieces (``harel.config.Config``, ``harel.worker.build_store_async``,
-``harel.worker.load_definitions``, ``harel.engine.aio.distributed.AsyncWorker``) and configured
-by the same ``HAREL_*`` variables. Only the transport differs: with
+public pieces and configured by the same ``HAREL_*`` variables; only the transport differs: with
 ``HAREL_TRANSPORT_BACKEND=sqlite`` it opens harel_sa's :class:`~harel_sa.AsyncSqliteTransport`
 on ``HAREL_TRANSPORT_DB`` (a path or a ``sqlite:///`` URL, with ``HAREL_PREFIX`` and
 ``HAREL_CREATE_SCHEMA``); any other backend is built by harel, exactly as its worker would.
-SIGTERM and SIGINT stop it cleanly (in-flight events finish), and it exits 0.
-
-It needs the harel engine installed (``pip install harel``); nothing else in harel_sa does.
+SIGTERM and SIGINT stop it cleanly (in-flight events finish), and it exits 0. It needs the harel
+engine installed (``pip install harel``); nothing else in harel_sa does.
 """
 
 from __future__ import annotations

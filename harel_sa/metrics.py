@@ -1,14 +1,6 @@
-"""Prometheus metrics for a worker and its queue (``pip install "harel-sa[metrics]"``).
-
-- :class:`WorkerMetrics`, an :class:`~harel_sa.worker.Observer`: counters of what the worker
-  did (``harel_sa_worker_<what>_total`` for claimed, succeeded, failed, retried,
-  dead_lettered, lost, released) and histograms of handler durations and claim latencies.
-- :class:`QueueCollector`: gauges read from ``transport.stats()`` at each scrape: messages by
-  state (ready, leased, parked), dead messages, groups, the oldest ready message's age (when
-  its event carries a ``created_time``), messages ever published, live leases per worker.
-- :func:`serve`: the HTTP endpoint (``harel-sa worker --metrics-port N`` uses it).
-
-Usage::
+"""Prometheus metrics for a worker and its queue (``pip install "harel-sa[metrics]"``):
+:class:`WorkerMetrics` (an :class:`~harel_sa.worker.Observer`), :class:`QueueCollector` (gauges
+read from ``transport.stats()`` at each scrape) and :func:`serve` (the HTTP endpoint). Usage::
 
     registry = prometheus_client.CollectorRegistry()
     metrics = WorkerMetrics(registry)
@@ -52,7 +44,10 @@ _SECONDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.
 
 
 class WorkerMetrics(Observer):
-    """A worker's counters and histograms in ``registry``; pass it as ``observer=``."""
+    """A worker's counters and histograms in ``registry``; pass it as ``observer=``. Counters
+    of what the worker did (``harel_sa_worker_<what>_total`` for claimed, succeeded, failed,
+    retried, dead_lettered, lost, released) and histograms of handler durations and claim
+    latencies."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self._counters = {
@@ -88,7 +83,10 @@ class _Stats(Protocol):
 
 
 class QueueCollector(Collector):
-    """The queue's depth and age, read with ``stats()`` from a sync transport at each scrape.
+    """The queue's depth and age, read with ``stats()`` from a sync transport at each scrape:
+    messages by state (ready, leased, parked), dead messages, groups, the oldest ready message's
+    age (when its event carries a ``created_time``), messages ever published, live leases per
+    worker.
 
     Give it a transport of its own (the scrape runs in the HTTP server's thread).
     """
@@ -134,7 +132,8 @@ class _Quiet(WSGIRequestHandler):
 
 def serve(port: int, registry: CollectorRegistry, host: str = "0.0.0.0") -> WSGIServer:
     """Serve ``registry`` at ``http://host:port/metrics`` from a daemon thread; returns the
-    server (``server.server_port`` is the port when ``port`` was 0; ``shutdown()`` ends it)."""
+    server (``server.server_port`` is the port when ``port`` was 0; ``shutdown()`` ends it).
+    ``harel-sa worker --metrics-port N`` uses it."""
     server = make_server(host, port, make_wsgi_app(registry), _Server, _Quiet)
     threading.Thread(target=server.serve_forever, name="harel_sa-metrics", daemon=True).start()
     return server

@@ -1,18 +1,13 @@
 """Publish and settle inside the application's own transaction (the transactional outbox).
 
 :class:`Outbox` runs the queue's writes (``publish``, ``publish_many``, ``ack``, ``ack_many``,
-``nack``, ``dead_letter``) on a connection the application holds: a SQLAlchemy ``Connection``
-or ORM ``Session``; :class:`AsyncOutbox` on an ``AsyncConnection`` or ``AsyncSession``. A call
-joins the connection's transaction (begun if none is open) and commits and ends nothing: the
-application's commit makes it take effect, its rollback undoes it whole. Results keep their
-meaning: a stale lease's ``ack`` is ``False`` and deletes nothing. The arguments are checked as
-a transport checks them, before anything is sent. An outbox holds no connection of its own.
-
-Its statements are the dialect's own (:mod:`harel_sa.sqlite.statements`,
-:mod:`harel_sa.postgres.statements`), each turned once per prefix into a Core ``text()`` and
-executed through SQLAlchemy, so the application's engine events and logging see them; on
-PostgreSQL a publish's ``NOTIFY`` rides the transaction (idle workers wake at its commit).
-"""
+``nack``, ``dead_letter``) on a SQLAlchemy ``Connection`` or ORM ``Session`` the application
+holds; :class:`AsyncOutbox` on an ``AsyncConnection`` or ``AsyncSession``. A call joins the
+connection's transaction (begun if none is open) and commits nothing: the application's commit
+makes it take effect, its rollback undoes it whole. Results keep their meaning (a stale lease's
+``ack`` is ``False``), arguments are checked as a transport checks them, and the statements are
+the dialect's own, run through SQLAlchemy (engine events and logging see them). An outbox holds
+no connection of its own."""
 
 from __future__ import annotations
 
@@ -337,7 +332,10 @@ async def _adrive(program: Program, conn: AsyncConnection) -> Any:
 
 
 class _Plan:
-    """One dialect's writes under one prefix, as programs of ``text()`` statements."""
+    """One dialect's writes under one prefix, as programs of ``text()`` statements: the
+    dialect's own (:mod:`harel_sa.sqlite.statements`, :mod:`harel_sa.postgres.statements`),
+    turned once per prefix into Core constructs. On PostgreSQL a publish's ``NOTIFY`` rides the
+    transaction: idle workers wake at its commit."""
 
     checked: str  # the dialect and prefix, in the key that marks a connection checked
 

@@ -1,20 +1,12 @@
 """Where a prefix's harel_sa revision is recorded in a file, and whether the file is at head.
 
-One reading serves every tool, so they cannot disagree: the transport's start-up
+One reading (:func:`read`) serves every tool, so they cannot disagree: the transport's start-up
 (``create_schema=False`` refuses what is not ok, ``True`` upgrades what is behind),
-``harel-sa db current`` / ``db check`` and ``harel_sa.migrations.current`` / ``check``.
-
-The revision is recorded in one of two places:
-
-- **harel_sa's own** version table, ``<prefix>_transport_alembic_version`` (standalone: made by
-  ``harel-sa db upgrade``, ``harel_sa.migrations``, or a transport's start-up);
-- **the host's** version table (integrated: the application's own Alembic history runs
-  harel_sa's revisions and records ``harel_sa_NNNN`` next to its own revisions). It is the table
-  the caller names, else any table of Alembic's shape (a ``version_num`` column) other than a
-  harel_sa own table. Such a record names no prefix; it is taken as this prefix's when this is
-  the only queue in the file without a record of its own, or the only queue in the file.
-
-Two records that disagree are an error, never "ok": no tool picks one.
+``harel-sa db current`` / ``db check`` and ``harel_sa.migrations.current`` / ``check``. The
+revision is recorded in **harel_sa's own** version table, ``<prefix>_transport_alembic_version``
+(standalone), or in **the host's** (integrated: the application's own Alembic history runs
+harel_sa's revisions and records ``harel_sa_NNNN`` next to its own). Two records that disagree
+are an error, never "ok": no tool picks one.
 """
 
 from __future__ import annotations
@@ -276,9 +268,12 @@ def read(conn: Any, names: Names, version_table: str | None = None) -> State:
     """The state of ``names``'s queue in the database behind ``conn`` (a sqlite3 or psycopg
     connection); only reads.
 
-    ``version_table`` names the host's version table (else it is looked for by its shape).
-    Every name is compared lowercased, as SQLite compares them (PostgreSQL folds unquoted
-    names to lower case).
+    harel_sa's own version table is made by ``harel-sa db upgrade``, ``harel_sa.migrations``
+    or a transport's start-up. ``version_table`` names the host's version table; else it is any
+    table of Alembic's shape (a ``version_num`` column) other than a harel_sa own table. Such a
+    record names no prefix: it is taken as this prefix's when this is the only queue in the file
+    without a record of its own, or the only queue in the file. Every name is compared
+    lowercased, as SQLite compares them (PostgreSQL folds unquoted names to lower case).
     """
     cat = catalog(conn)
     shapes = cat.tables()

@@ -5,10 +5,9 @@ opens a transaction on the application's ``engine`` (an ``Engine``: the handler 
 ``Connection``; a ``sessionmaker``: a ``Session``), calls ``handle(lease, connection)``, and
 when it returns, acks the lease in that same transaction (:mod:`harel_sa.outbox`) and commits.
 An exception (``Retry`` and ``DeadLetter`` included) rolls the handler's writes back before the
-worker settles as usual; a crash before the commit leaves neither the writes nor the ack, and
-the message comes back when its lease lapses. A lease lost meanwhile (its ack is ``False``)
-rolls back too. Effects outside the database stay at-least-once. :func:`in_async_transaction`
-is the same for an ``AsyncWorker`` (``AsyncEngine``, ``async_sessionmaker``).
+worker settles as usual, and so does a lost lease (its ack is ``False``); a crash before the
+commit leaves neither (the message comes back when its lease lapses). Effects outside the
+database stay at-least-once. :func:`in_async_transaction` does the same for an ``AsyncWorker``.
 """
 
 from __future__ import annotations

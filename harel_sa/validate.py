@@ -2,22 +2,12 @@
 
 Each check returns the value in the form the statements want, or raises an
 :class:`~harel_sa.InvalidArgumentError` (a ``ValueError``) or
-:class:`~harel_sa.InvalidArgumentTypeError` (a ``TypeError``) that names the argument.
-
-The bounds, the same on every backend:
-
-- an id (a group id, a routing key, a worker id, an admin call's group filter) is at most
-  :data:`MAX_ID_BYTES` (1,024) bytes of UTF-8: PostgreSQL's btree index entries hold at most
-  about 2,700 bytes, and each of its indexes on ids holds one id beside a few numbers (a worker
-  id, not indexed, is held to the same rule). Bytes, not characters: 1,024 characters could be
-  4,096 bytes. The bound is for arguments only: a longer id another program stored is read and
-  claimed;
-- a limit (``claim_many``'s, ``peek``'s, ``dead``'s) is an ``int`` in 1-:data:`MAX_LIMIT`;
-- a seq is a signed 64-bit ``int`` (:data:`MIN_SEQ`-:data:`MAX_SEQ`), what both backends'
-  ``seq`` columns hold.
-
-NUL (``"\\x00"``) is refused by PostgreSQL's backend alone, with :func:`no_nul`: its text
-cannot hold one, SQLite's can (and its transports store it, as harel's does).
+:class:`~harel_sa.InvalidArgumentTypeError` (a ``TypeError``) that names the argument. The
+bounds are the same on every backend: an id (a group id, a routing key, a worker id, an admin
+call's group filter) is at most :data:`MAX_ID_BYTES` bytes of UTF-8; a limit is an ``int`` in
+1-:data:`MAX_LIMIT`; a seq is a signed 64-bit ``int`` (:data:`MIN_SEQ`-:data:`MAX_SEQ`). NUL
+(``"\\x00"``) is refused by PostgreSQL's backend alone (:func:`no_nul`): SQLite's text can hold
+one, and its transports store it, as harel's do.
 """
 
 from __future__ import annotations
@@ -31,7 +21,11 @@ from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import Lease
 from harel_sa.schema import MAX_PRIORITY
 
-#: The longest id an argument may give, in bytes of UTF-8 (see the module's docstring).
+#: The longest id an argument may give, in bytes of UTF-8: PostgreSQL's btree index entries hold
+#: at most about 2,700 bytes, and each of its indexes on ids holds one id beside a few numbers (a
+#: worker id, not indexed, is held to the same rule). Bytes, not characters: 1,024 characters
+#: could be 4,096 bytes. For arguments only: a longer id another program stored is read and
+#: claimed.
 MAX_ID_BYTES = 1024
 #: The largest ``limit``: any batch or listing larger is a caller's error, not a request.
 MAX_LIMIT = 2**31 - 1

@@ -1,23 +1,13 @@
 """Waiting for a message without polling: ``LISTEN`` on the prefix's channel.
 
 Every operation that makes a message claimable now (``publish``, ``publish_many``, ``nack``
-with no delay, ``release``) sends ``pg_notify`` on :func:`channel` in its own transaction, so
-a notification means a committed message (PostgreSQL delivers it at commit, never for a
-rolled-back one, and folds repeats within a transaction into one). A transport's
-``wait_for_messages(timeout)`` keeps one connection of its own, outside the pool, that
-listens, and waits on its socket for a notification, up to ``timeout``.
-
-:class:`Listener` (threads) and :class:`AsyncListener` (tasks) differ only in how they wait on
-the socket; reading what arrived (:func:`heard`) is written once. A waiter that finds the
-connection broken, or cannot connect, sleeps out its timeout and connects again next time:
-the worker then falls back to its poll interval. A fresh connection counts as a notification
-(one spurious wake), since anything published while it was down went unheard.
-
-Through a pooler (found as :class:`~harel_sa.postgres.wire.ServerSession` says), a ``LISTEN``
-may register on whichever server connection ran it, which then serves other clients (PgBouncer's
-``pool_mode = transaction``): nothing would be heard, and those clients would get the
-notifications. There a waiter never listens (a connection it had is closed) and sleeps out its
-timeout: the worker polls.
+with no delay, ``release``) sends ``pg_notify`` on :func:`channel` in its own transaction, so a
+notification means a committed message (PostgreSQL delivers it at commit, never for a
+rolled-back one). A transport's ``wait_for_messages(timeout)`` waits up to ``timeout`` on the
+socket of one listening connection of its own, outside the pool: :class:`Listener` (threads)
+and :class:`AsyncListener` (tasks) differ only in how they wait. A waiter whose connection broke,
+or that is behind a pooler (:class:`~harel_sa.postgres.wire.ServerSession`), sleeps out its
+timeout: the worker then falls back to its poll interval.
 """
 
 from __future__ import annotations
@@ -91,6 +81,13 @@ class Listener:
             self._lock.release()
 
     def _wait(self, timeout: float) -> bool:
+        """Whether a notification came within ``timeout``. A fresh connection counts as one (a
+        spurious wake): anything published while none listened went unheard. A connection that
+        broke or cannot be made is closed and the timeout slept out, to connect again next time.
+        Behind a pooler (not ``pinned``) a waiter never listens: a ``LISTEN`` may register on
+        whichever server connection ran it, which then serves other clients (PgBouncer's
+        ``pool_mode = transaction``): nothing would be heard, and they would get the
+        notifications."""
         if not self._server.pinned:
             self.close()
             time.sleep(timeout)

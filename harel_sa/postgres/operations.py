@@ -2,19 +2,11 @@
 
 An operation is an :class:`Op`: a generator that yields :class:`Query` steps (a statement of
 :mod:`harel_sa.postgres.statements` and its parameters), receives each one's :class:`Result`,
-and returns the operation's value, plus whether its statements form one transaction. An
-operation that is always one statement sent alone is a :class:`One` instead: its
-:class:`Query` and how its value is read from the :class:`Result`. The sync transport runs
-either on a pooled psycopg connection, the async twin on an async one; neither holds any
-logic of its own. Arguments arrive validated.
-
-Most operations are one statement sent alone in autocommit (one round trip, one commit): the
-claim, the ack, the publish, a nack, an extend, the acks of a batch. Those of several
-statements run in one transaction (``BEGIN`` ... ``COMMIT``); a batch's claim too, which is one
-statement unless it buries a head.
-
-Every text argument is checked for NUL when its operation is built (:func:`harel_sa.validate.
-no_nul`), before any statement is sent: PostgreSQL's text cannot hold one.
+and returns the operation's value; or a :class:`One`, a single statement sent alone. The sync
+transport runs either on a pooled psycopg connection, the async twin on an async one; neither
+holds any logic of its own. Most operations are one statement in autocommit (one round trip,
+one commit); those of several run in one transaction. Arguments arrive validated, and every text
+argument is checked for NUL (:func:`harel_sa.validate.no_nul`) before any statement is sent.
 """
 
 from __future__ import annotations
@@ -62,9 +54,10 @@ Program = Generator[Query, Result, T]
 @dataclass(slots=True)
 class Op(Generic[T]):
     """An operation ready to run: what starts its program (run again from the start when a
-    driver retries), and the ``BEGIN`` of its transaction (``None``:
-    its one statement runs alone, in autocommit). ``retry_safe``: it only reads, so a driver
-    may run it again on a fresh connection when the connection was lost."""
+    driver retries), and the ``BEGIN`` of its transaction (``None``: its one statement runs
+    alone, in autocommit, as most operations' does). A batch's claim runs in a transaction:
+    one statement, unless it buries a head. ``retry_safe``: it only reads, so a driver may run
+    it again on a fresh connection when the connection was lost."""
 
     start: Callable[[], Program[T]]
     begin: bytes | None = None

@@ -1,23 +1,13 @@
 """The connections a transport keeps between calls.
 
-On a one-row claim or ack, ``psycopg_pool``'s ``getconn``/``putconn`` cost
-the client about as much CPU as the statement's own round trip. So a transport keeps the
-connections it has used on a stack of its own (:class:`Sessions`): a call pops the most
-recently used one, or takes one from the pool when the stack is empty, and pushes it back
-when it ended healthy. The pool still makes, configures and counts the connections (never
-more than ``pool_size`` in all), waits out ``busy_timeout`` when every one is in use, and
-takes back every connection that is not healthy, to reset or replace it.
-
-A caller that found the stack empty waits at the pool, where a connection kept on the stack
-would never reach it. So it first enlists as waiting and looks at the stack again; a call
-that ends while anyone waits gives its connection to the pool (which hands it to a waiter)
-instead of keeping it. Either the waiter's second look finds the connection, or the ending
-call sees the waiter: nobody waits at the pool while a kept connection idles.
-
-A connection is healthy when it is open, not broken, outside any transaction, and younger
-than :data:`RECYCLE` since it left the pool: so the pool still recycles every connection
-now and then (its ``max_lifetime``). A stack is safe to share between threads (``list.pop``
-and ``list.append`` are atomic) and between coroutines.
+On a one-row claim or ack, ``psycopg_pool``'s ``getconn``/``putconn`` cost the client about as
+much CPU as the statement's own round trip. So a transport keeps the connections it has used on
+a stack of its own (:class:`Sessions`): a call pops the most recently used one, or takes one
+from the pool when the stack is empty, and pushes it back when it ended healthy. The pool still
+makes, configures and counts the connections (never more than ``pool_size`` in all), waits out
+``busy_timeout`` when every one is in use, and takes back every connection that is not healthy.
+A stack is safe to share between threads (``list.pop`` and ``list.append`` are atomic) and
+between coroutines.
 """
 
 from __future__ import annotations
@@ -32,7 +22,8 @@ from psycopg import pq
 
 C = TypeVar("C")
 
-#: Seconds a connection stays out of the pool before it goes back at the end of a call.
+#: Seconds a connection stays out of the pool before it goes back at the end of a call: so the
+#: pool still recycles every connection now and then (its ``max_lifetime``).
 RECYCLE = 60.0
 _IDLE = pq.TransactionStatus.IDLE
 
@@ -65,7 +56,10 @@ class Sessions(Generic[C]):
     @contextmanager
     def waiting(self) -> Iterator[Session[C] | None]:
         """Enlist as waiting at the pool for the block's length; yields a session kept
-        meanwhile (take it instead of waiting), or ``None``: wait at the pool."""
+        meanwhile (take it instead of waiting), or ``None``: wait at the pool. A connection kept
+        on the stack would never reach a caller waiting at the pool: so a call that ends while
+        anyone waits gives its connection to the pool (:meth:`keep`). Either the waiter's second
+        look finds the connection, or the ending call sees the waiter."""
         self._waiting.append(None)
         try:
             yield self.take()
@@ -78,9 +72,10 @@ class Sessions(Generic[C]):
         return Session(connection, time.monotonic() + RECYCLE)
 
     def keep(self, session: Session[C]) -> list[Session[C]]:
-        """Keep ``session`` for the next call if it is healthy; the sessions whose
-        connections the caller must now give back to the pool (``session`` when it is not
-        healthy, every one kept when the transport closed meanwhile)."""
+        """Keep ``session`` for the next call if it is healthy (open, not broken, outside any
+        transaction, and younger than :data:`RECYCLE`); the sessions whose connections the
+        caller must now give back to the pool (``session`` when it is not healthy, every one
+        kept when the transport closed meanwhile, a spare one while anyone waits)."""
         conn: Any = session.connection
         # libpq reports a closed or broken connection's transaction status as UNKNOWN, so one
         # look at it covers psycopg's ``closed`` and ``broken`` too (two properties less).

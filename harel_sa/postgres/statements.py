@@ -1,26 +1,13 @@
 """Every statement of the PostgreSQL backend under one prefix, written once, built once.
 
-The group design of ``bench/pg_baseline.py`` (validated there under many concurrent claimers):
-
-- a **claim** walks the groups in ``(last_claimed_at, arrival)`` order on an index, joins each
-  to its head message and locks both rows ``FOR UPDATE OF g, m SKIP LOCKED``: PostgreSQL
-  re-checks the head's lease condition on the newest row version, so two claimers never
-  lease one head (a lease test as a sub-query reads the statement's snapshot and
-  double-delivers). It leases the head and touches the group in the same statement.
-- a **publish** upserts the group row first (``ON CONFLICT DO UPDATE``, a no-op update that
-  takes the row's lock), then inserts the message.
-- an **ack** (and a bury) drops the group only if the group row is the version its snapshot
-  saw (``xmin``): a publish since then has updated it, so the group stays and its new message
-  is not stranded.
-- a **batch** is set-based: ``claim_many`` leases the first ``limit`` leasable groups' heads in
-  one statement (the claim's walk with a literal LIMIT per size of :data:`BATCH_SIZES`),
-  ``ack_many`` deletes every lease's message and drops the emptied groups in one statement
-  (the leases as scalar parameters, a ``VALUES`` list per size).
-
-"Now" is the server's (``statement_timestamp()``, in epoch seconds) unless the transport was
-given a clock; then it is the ``now`` parameter. Each statement is a Core ``text()`` construct
-(parameters ``:name``) compiled once by SQLAlchemy's PostgreSQL dialect to ``$n`` form
-(:func:`positional`); every statement is sent prepared.
+The group design is ``bench/pg_baseline.py``'s (validated there under many concurrent
+claimers): a claim locks its group and head ``FOR UPDATE OF g, m SKIP LOCKED`` (:func:`_pick`);
+a publish upserts the group row, then inserts the message; an ack drops an emptied group only if
+its row is the version its snapshot saw (:meth:`Statements._drop_group`); a batch is set-based
+(:func:`_claim_many`, :func:`_acks`). "Now" is the server's (:data:`SERVER_NOW`) unless the
+transport was given a clock: then the ``now`` parameter. Each statement is a Core ``text()``
+construct compiled once by SQLAlchemy's PostgreSQL dialect to ``$n`` form (:func:`positional`);
+every statement is sent prepared.
 """
 
 from __future__ import annotations
@@ -43,7 +30,7 @@ _DOLLAR = PGDialect(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call
 #: The server's "now", constant within a statement. ``date_part`` gives the same double as
 #: ``EXTRACT(EPOCH ...)::float8`` (tests/postgres hold it to that) without its detour: since
 #: PostgreSQL 14 ``EXTRACT`` returns ``numeric``, and the cast to ``float8`` prints and parses
-#: it, three times the cost at each row a claim's walk tests for a live lease.
+#: it, a cost paid at each row a claim's walk tests for a live lease.
 SERVER_NOW = "date_part('epoch', statement_timestamp())"
 CLIENT_NOW = ":now ::float8"
 #: The sizes a batch's statements are built for (a batch uses the smallest that holds it): a
@@ -99,7 +86,8 @@ def channel(names: Names) -> str:
 
 
 def notify_sql(names: Names) -> str:
-    """A select-list item that notifies the prefix's channel (once per row it is read in)."""
+    """A select-list item that notifies the prefix's channel (once per row it is read in;
+    PostgreSQL folds repeats within a transaction into one)."""
     return f"pg_notify('{channel(names)}', '')"
 
 
@@ -125,6 +113,8 @@ class Statements:
         self._claims: dict[tuple[int, int], Statement] = {}
         self._claims_many: dict[tuple[int, int, int], Statement] = {}
         self._acks: dict[int, Statement] = {}
+        # A publish upserts the group row first (a no-op update that takes the row's lock),
+        # then inserts the message: an ack racing it sees a new version and keeps the group.
         upsert_group = f"ON CONFLICT (group_id) DO UPDATE SET priority = {g}.priority"
         # What makes a message claimable now tells the listeners, in the same transaction
         # (harel_sa.postgres.listen): a one-row FROM item, evaluated once per statement.
@@ -320,7 +310,8 @@ class Statements:
 
     def _drop_group(self, removed: str) -> str:
         """Delete the group of the message ``removed`` deleted when it holds no other message
-        and its row is still the version the statement's snapshot saw (see the module)."""
+        and its row is still the version the statement's snapshot saw (``xmin``): a publish
+        since then has updated it, so the group stays and its new message is not stranded."""
         return (
             f"DELETE FROM {self._g} g USING {removed}, seen "
             f"WHERE g.group_id = {removed}.group_id AND g.xmin = seen.version "
@@ -376,8 +367,10 @@ _WAS = ", m.locked_by AS was_by, m.lock_expiry AS was_expiry"
 
 def _pick(names: Names, now: str, where: str, size: int = 1, more: str = "") -> str:
     """The first ``size`` leasable groups of those ``where`` admits, in round-robin order, with
-    their heads; both rows locked. LIMIT is a literal: with a parameter the cached generic
-    plan gives up the index walk."""
+    their heads; both rows locked ``FOR UPDATE OF g, m SKIP LOCKED``: PostgreSQL re-checks the
+    head's lease condition on the newest row version, so two claimers never lease one head (a
+    lease test as a sub-query reads the statement's snapshot and double-delivers). LIMIT is a
+    literal: with a parameter the cached generic plan gives up the index walk."""
     m, g = names.messages, names.groups
     # The head and the seqs of the LOOKAHEAD messages after it, from one index-only scan of
     # the group on (group_id, seq): the next entries are on the page the head's lookup read
@@ -432,6 +425,7 @@ COUNTED = "CASE WHEN m.deliveries >= 2147483647 THEN m.deliveries ELSE m.deliver
 
 
 def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
+    """:meth:`Statements.claim`: leases the head and touches its group in the same statement."""
     m, g = names.messages, names.groups
     picks = _picks(names, now, min_priority, keys, 1, "")
     return positional(

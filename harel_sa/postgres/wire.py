@@ -1,21 +1,13 @@
 """Statements sent through libpq itself: prepared once per connection, adapted by psycopg.
 
 A claim or an ack is one prepared statement, and psycopg's cursor around it (its query
-conversion, prepare bookkeeping, result checks and row factory) cost the client about as much
-CPU as libpq's own send and receive of it: 35 to 60 µs against 15 to 25 µs a statement on a
-2-vCPU VM (a prepared one-row ``UPDATE`` and ``SELECT``). A :class:`Wire` keeps only what harel_sa's
-statements need of a cursor: the connection's adapters (a psycopg ``Transformer``, which
-dumps the parameters and loads the rows exactly as the cursor would), the names of the
-statements it prepared, and libpq's asynchronous calls to send a statement and collect its
-results.
-
-An exchange is a generator that yields what it waits for (:data:`READ`, or :data:`WRITE`
-while libpq cannot send all at once) and returns its value; :func:`wait` performs the waits
-blocking, :func:`wait_async` on the event loop. So one exchange serves the sync and the async
-transport. A wait interrupted (a signal's ``KeyboardInterrupt``) while a statement is in
-flight ends as psycopg's own: the statement is cancelled at the server, its end read and its
-transaction rolled back, then the interruption is raised again; a connection that cannot be
-brought back so is closed (the pool replaces it).
+conversion, prepare bookkeeping, result checks and row factory) costs the client about as much
+CPU as libpq's own send and receive of it. A :class:`Wire` keeps only what harel_sa's statements
+need of a cursor: the connection's adapters (a psycopg ``Transformer``, which dumps the
+parameters and loads the rows exactly as the cursor would), the names of the statements it
+prepared, and libpq's asynchronous calls. An exchange is a generator that yields what it waits
+for (:data:`READ`, or :data:`WRITE`) and returns its value: :func:`wait` performs the waits
+blocking, :func:`wait_async` on the event loop, so one exchange serves both transports.
 """
 
 from __future__ import annotations
@@ -41,7 +33,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 READ = 1
-WRITE = 2
+WRITE = 2  # while libpq cannot send all at once
 #: What an exchange yields (what it waits for) and returns.
 Exchange = Generator[int, None, T]
 
@@ -292,8 +284,11 @@ def _name_of(key: tuple[bytes, tuple[int, ...]]) -> bytes:
 
 
 def wait(connection: Connection, exchange: Exchange[T]) -> T:
-    """Perform ``exchange`` on ``connection``, its waits blocking; its value. An interrupted
-    wait ends as the module says, then the interruption is raised again."""
+    """Perform ``exchange`` on ``connection``, its waits blocking; its value. A wait
+    interrupted (a signal's ``KeyboardInterrupt``) while a statement is in flight ends as
+    psycopg's own: the statement is cancelled at the server, its end read and its transaction
+    rolled back, then the interruption is raised again; a connection that cannot be brought
+    back so is closed (the pool replaces it)."""
     wire = connection.wire
     try:
         what = next(exchange)

@@ -3,13 +3,10 @@
 Every operation is one call into aiosqlite's connection thread, where it runs the very function
 the sync transport runs (:mod:`harel_sa.sqlite.operations`): one thread hop per operation,
 however many statements it holds. An ``asyncio.Lock`` serializes whole operations, so one
-coroutine's ``BEGIN IMMEDIATE`` never lands inside another's transaction.
-
-aiosqlite's public API offers one statement per hop; the hop itself and the sqlite3
-connection behind it are private (the queue its thread serves, ``Connection._tx``, whether
-it runs, ``_running`` and ``_connection``, and the sqlite3 connection, ``_conn``). They are
-reached in one function only, :func:`in_thread`, which a unit test holds to the installed
-aiosqlite (tests/unit/test_aiosqlite_access.py).
+coroutine's ``BEGIN IMMEDIATE`` never lands inside another's transaction. The hop reaches
+aiosqlite's private names (its public API offers one statement per hop) in one function only,
+:func:`in_thread`, which a unit test holds to the installed aiosqlite
+(tests/unit/test_aiosqlite_access.py).
 """
 
 from __future__ import annotations
@@ -54,8 +51,8 @@ T = TypeVar("T")
 
 def _is_async_engine(target: object) -> TypeGuard[AsyncEngine]:
     """Whether ``target`` is an ``AsyncEngine``, without importing SQLAlchemy's asyncio
-    extension (and the ORM it pulls in, 70 ms of every command's start): whoever made an
-    ``AsyncEngine`` imported it already."""
+    extension (and the ORM it pulls in, which every command would pay for at its start):
+    whoever made an ``AsyncEngine`` imported it already."""
     module = sys.modules.get("sqlalchemy.ext.asyncio")
     return module is not None and isinstance(target, module.AsyncEngine)
 

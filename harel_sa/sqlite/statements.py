@@ -1,23 +1,13 @@
 """Every statement harel_sa sends to SQLite at runtime, for one prefix, built once.
 
 The queue's operations (:mod:`~harel_sa.sqlite.operations`) and the admin ones
-(:mod:`~harel_sa.sqlite.admin`) execute these strings on the driver connection (sqlite3
-directly, or inside aiosqlite's thread); nothing is built per call. Parameters are written
-named (``:now``). The admin statements keep the names, which the sqlite3 driver binds from a
-dict; the statements of publish, claim, ack, nack and extend are turned into numbered ones
-(:func:`positional`) and bound from a tuple: for a dict the driver builds and hashes a string
-per parameter per call, measured here at about a tenth of a claim+ack's CPU. Table names come
-from :class:`~harel_sa.schema.Names`.
-
-Each rule of the queue is written once, below, as an SQL fragment, and every statement that
-needs it uses the fragment: when a lease is live (:func:`live_lease`), which message heads a
+(:mod:`~harel_sa.sqlite.admin`) execute these on the driver connection (sqlite3 directly, or
+inside aiosqlite's thread); nothing is built per call. Each is a Core ``text()`` construct
+compiled once by SQLAlchemy's sqlite dialect (:class:`Compiled`); the driver is never handed a
+string that skipped it. Each rule of the queue is written once, as an SQL fragment every
+statement that needs it uses: when a lease is live (:func:`live_lease`), which message heads a
 group (:func:`head_of`), when a group may be claimed (:func:`eligible`), the rotation's order
 (:func:`rotation`), when a group has no message left (:func:`no_messages`).
-
-Each statement is declared as a Core ``text()`` construct and compiled once by SQLAlchemy's
-sqlite dialect (:class:`Compiled`, which keeps the construct for the outbox to run on an
-application's connection); the driver is handed that compilation, never a string that skipped
-it.
 """
 
 from __future__ import annotations
@@ -56,14 +46,18 @@ def number_or_null(column: str) -> str:
     return f"CASE WHEN typeof({column}) IN ('integer', 'real') THEN {column} END"
 
 
-#: The sqlite dialect, binding by name (from a dict) and by number (from a tuple).
+#: The sqlite dialect, binding by name (from a dict) and by number (from a tuple). The admin
+#: statements keep their names (:func:`named`); those of publish, claim, ack, nack and extend are
+#: numbered (:func:`positional`) and bound from a tuple: for a dict the driver builds and hashes a
+#: string per parameter per call, a cost the hot path's calls do not pay.
 _BY_NAME = SQLiteDialect_pysqlite(paramstyle="named")
 _BY_NUMBER = SQLiteDialect_pysqlite(paramstyle="numeric")
 
 
 class Compiled(str):
     """SQLAlchemy's compilation of the Core ``text()`` construct ``clause`` for the sqlite3
-    driver: the statement as the driver is handed it."""
+    driver: the statement as the driver is handed it. It keeps the construct for the outbox to
+    run on an application's connection. Table names come from :class:`~harel_sa.schema.Names`."""
 
     clause: TextClause
 

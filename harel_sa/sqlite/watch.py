@@ -1,30 +1,13 @@
 """What a transport checks around each operation, written once for both drivers.
 
-A :class:`Watch` belongs to one driver connection and wraps every operation run on it:
-
-- **The process.** A SQLite connection must never cross ``fork()``. A forked child refuses to
-  use a transport its parent opened (:class:`~harel_sa.ForkedError`) and never closes the
-  inherited connection either. SQLite keeps its lock bookkeeping per process, and a child
-  inherits a copy that claims the parent's locks without holding them: measured here, a child
-  that opened a *fresh* connection to a file its parent had open lost three quarters of its
-  committed writes when the parent closed its own. So a transport on such a file is refused
-  in the child too, at open, before a connection exists.
-- **The file.** After every operation, before its result is returned, the path is
-  ``stat``-ed and compared with the file the connection opened (a ``stat`` is far cheaper
-  than the commit before it). Once the file was deleted, renamed or replaced, that operation and
-  every later one raise :class:`~harel_sa.DatabaseReplacedError`: a write into a file nobody
-  else will see is reported, never acknowledged.
-  The log is then checkpointed into the old file and emptied (``TRUNCATE``): its ``-wal`` and
-  ``-shm`` files keep the path's name, and would otherwise lay the old queue's pages over the
-  file now at the path (measured: a restored backup read back as the queue it replaced).
-- **The write-ahead log.** SQLite's automatic checkpoints are passive: with readers polling
-  back to back they never reach the end of the log, so the log is never restarted and grows
-  without bound. Every :data:`WAL_CHECK_EVERY` operations the log's size is read; past
-  :data:`WAL_LIMIT` a ``RESTART`` checkpoint copies the whole log into the file and waits (at
-  most :data:`CHECKPOINT_WAIT` seconds) for the readers to move off it, so the next write
-  starts the log again; ``journal_size_limit`` (set at open) cuts the file back to
-  :data:`WAL_LIMIT`. A checkpoint that could not finish is tried again once the log has grown
-  by another :data:`WAL_LIMIT`.
+A :class:`Watch` belongs to one driver connection and wraps every operation run on it. **The
+process:** a SQLite connection never crosses ``fork()``: a forked child refuses a transport its
+parent opened, and a file its parent had open (:class:`~harel_sa.ForkedError`). **The file:**
+after every operation the path is ``stat``-ed; once the file was deleted, renamed or replaced,
+that operation and every later one raise :class:`~harel_sa.DatabaseReplacedError` (a write
+nobody else will see is reported, never acknowledged). **The write-ahead log:** every
+:data:`WAL_CHECK_EVERY` operations, a log past :data:`WAL_LIMIT` is checkpointed (``RESTART``),
+so readers polling back to back cannot make it grow without bound.
 """
 
 from __future__ import annotations
@@ -97,7 +80,10 @@ def _file_id(path: str) -> FileId | None:
 
 def refuse_inherited(database: str | None) -> None:
     """Raise :class:`~harel_sa.ForkedError` if a parent of this process had this file open
-    when it forked this process (checked before any connection is opened)."""
+    when it forked this process (checked before any connection is opened). SQLite keeps its lock
+    bookkeeping per process, and a child inherits a copy that claims the parent's locks without
+    holding them: a child that opened a *fresh* connection to a file its parent had open lost
+    committed writes when the parent closed its own."""
     path = file_path(database)
     found = _file_id(path) if path else None
     if found is not None and found in _inherited:
@@ -190,6 +176,8 @@ class Watch:
                 _open[self.file] -= 1
 
     def _check_file(self, conn: sqlite3.Connection) -> None:
+        """After every operation, before its result is returned: is the path still the file the
+        connection opened? (A ``stat`` is far cheaper than the commit before it.)"""
         if self.file is None or self.path is None:
             return
         try:
@@ -215,6 +203,10 @@ class Watch:
         raise DatabaseReplacedError(self.lost)
 
     def _bound_wal(self, conn: sqlite3.Connection) -> None:
+        """SQLite's automatic checkpoints are passive: with readers polling back to back they
+        never reach the end of the log, which then never restarts. Past the limit, a
+        ``RESTART`` copies the whole log into the file and waits (:func:`checkpoint`) for the
+        readers to move off it, so the next write starts the log again."""
         self.next_wal_check = self.ops + WAL_CHECK_EVERY
         if self.path is None:
             return
@@ -235,8 +227,8 @@ def checkpoint(conn: sqlite3.Connection, mode: str, busy_timeout: float) -> bool
     millisecond for at most :data:`CHECKPOINT_WAIT` seconds; whether it completed.
 
     Not SQLite's busy handler: it sleeps up to 100 ms between tries, and a reader polling back
-    to back is inside a read at every one of them (measured: half of such checkpoints gave up
-    after 0.5 s); tries half a millisecond apart find a gap between two reads within 5-25 ms.
+    to back is inside a read at every one of them, so such a checkpoint often gives up; tries
+    half a millisecond apart soon find a gap between two reads.
     """
     deadline = time.monotonic() + min(busy_timeout, CHECKPOINT_WAIT)
     try:

@@ -1,39 +1,13 @@
-"""A batching run's shared state and its decisions: the leases handed out and not yet taken,
-how many slots wait for one, the acks gathered for the next commit (shared by both drivers).
+"""A batching run's shared state and its decisions, for both drivers (thread-safe under the
+run's lock): the leases handed out and not yet taken, the slots waiting for one, the acks
+gathered for the next commit.
 
-With batching (:attr:`~harel_sa.worker.WorkerOptions.batching`), one program, the batcher
-(:func:`~harel_sa.worker.programs.batcher`), makes every ack and claim of the run and the
-slots only run handlers. The batcher claims up to ``batch`` leases for the free slots with one
-``claim_many`` and puts them in one shared tray; a slot takes the next lease from the tray,
-runs its handler and hands an ack back, then takes again: while the tray holds leases, a slot
-goes from one to the next without waiting, so a run of quick handlers costs no thread switch
-per message. The batcher sends the gathered acks as one ``ack_many`` fused with the claim for
-the free slots (``ack_many_and_claim_many``) once no lease is out any more, ``batch`` acks are
-gathered, or the first of them waited ``ack_wait`` seconds. Nacks, dead letters and releases
-stay single calls, made by the slot itself. Thread-safe under the run's lock.
-
-Wake-ups: a slot that finds the tray empty counts itself waiting and waits for a wake-up
-(``Run.on_wake``), which the driver counts, so none is lost between the look and the wait. A
-slot is started at its first wake-up (``Run.on_start``), not with the run: until then it counts
-as waiting, and a run of quick handlers, which one slot takes alone, starts one thread, not
-``concurrency`` (starting a thread costs 0.1 to 0.3 ms on a VM).
-Waking a thread costs more than a quick handler, so who is woken depends on how long the
-last handler took. After a slow one (or before any has returned), leases put in the tray wake
-one waiting slot and a slot that takes a lease while more are left wakes the next (a chain:
-each lease gets a slot of its own, one wake-up after the other). After a quick one (under
-``QUICK`` seconds), the slot that sent a batch takes lease after lease itself and wakes no
-other: a run of quick handlers costs no thread switch per batch. Should a handler then turn
-slow, the batcher, which wakes at least every ``STALL`` seconds while leases wait in the tray
-(or a batch on its way may bring more than its sender takes), wakes a slot for each lease that
-has waited there that long with no slot taking. The batcher waits on its bell
-(``Run.on_ring``), rung after the state changed: a waiter clears it, then looks again, so no
-ring is lost; a gathered ack that is not due rings it only when its sleep would outlast the
-first gathered ack's ``ack_wait``, or, after a quick handler whose slot goes on to the next
-lease (and looks at the acks again when that one ends), its ``STALL``. Each watch costs a
-thread wake-up, which on a VM costs the slot running the handlers about 0.1 ms (its return
-from the database waits for the interpreter's lock): so ``STALL`` is 10 ms, not the 2 ms that
-took 3% of a quick drain's throughput.
-"""
+With :attr:`~harel_sa.worker.WorkerOptions.batching`, one program, the batcher
+(:func:`~harel_sa.worker.programs.batcher`), makes every ack and claim of the run: it claims up
+to ``batch`` leases for the free slots into one shared tray (``claim_many``) and sends the
+gathered acks fused with that claim (``ack_many_and_claim_many``). The slots only run handlers:
+a slot takes lease after lease from the tray, so a run of quick handlers costs no thread switch
+per message. Nacks, dead letters and releases stay single calls, made by the slot itself."""
 
 from __future__ import annotations
 
@@ -51,6 +25,16 @@ from harel_sa.worker.outcomes import Outcome, Returned
 if TYPE_CHECKING:
     from harel_sa.worker.run import Run
 
+# Waking a thread costs more than a quick handler, so who is woken depends on how long the last
+# handler took. After a slow one (or before any returned), leases put in the tray wake one waiting
+# slot, and a slot that takes a lease while more are left wakes the next (a chain: each lease gets
+# a slot of its own, one wake-up after the other). After a quick one (under QUICK), the slot that
+# sent a batch takes lease after lease itself and wakes no other. Should a handler then turn slow,
+# the batcher, which wakes at least every STALL while leases wait in the tray (or a batch on its
+# way may bring more than its sender takes), wakes a slot for each lease that waited that long
+# with no slot taking. Each such watch is a thread wake-up, which the slot running the handlers
+# pays (its return from the database waits for the interpreter's lock): so STALL is 10 ms, not
+# the 2 ms that cost a quick drain throughput.
 POLL = 0.05  # how often a batcher with nothing to send looks again once stopping
 LONG = 1.0  # the batcher's longest wait on its bell (a guard: every change rings it)
 QUICK = 50e-6  # a handler quicker than this: its slot goes on with the tray, waking no other
@@ -59,7 +43,9 @@ STALL = 0.01  # after quick handlers, the longest a lease waits in the tray befo
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """The tray is empty: wait for a wake-up and look again."""
+    """The tray is empty: wait for a wake-up and look again. The slot counted itself waiting
+    before it waits for the wake-up (``Run.on_wake``), which the driver counts, so none is lost
+    between the look and the wait."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +131,8 @@ class Batches:
         wake = ring = False
         seconds = now - started
         quick = seconds < QUICK
-        # acquire/release, not ``with``: half the cost of the section's way in and out, paid
-        # once a message.
+        # acquire/release, not ``with``: the cheaper way in and out of the section, paid once a
+        # message.
         self._lock.acquire()
         try:
             self._quick = quick
@@ -202,7 +188,9 @@ class Batches:
     # -- the batcher -----------------------------------------------------------------------
     def next(self) -> Batch | Sleep | None:
         """What the batcher does now: send a batch, sleep, or end (``None``); first, a slot
-        for each lease that waited ``STALL`` seconds in the tray with no slot taking."""
+        for each lease that waited ``STALL`` seconds in the tray with no slot taking. It sleeps
+        on its bell (``Run.on_ring``), rung after the state changed: a waiter clears it, then
+        looks again, so no ring is lost."""
         now = self.clock()
         with self._lock:
             wake = self._stalled(now)
@@ -456,7 +444,10 @@ class Batches:
         return wake
 
     def _idle(self) -> int:
-        """How many slots may be woken: those waiting and those not started yet."""
+        """How many slots may be woken: those waiting and those not started yet. A slot starts
+        at its first wake-up (``Run.on_start``), not with the run, and counts as waiting until
+        then: a run of quick handlers, which one slot takes alone, starts one thread, not
+        ``concurrency`` (starting a thread costs more than a quick handler)."""
         return self._waiting + self._unstarted
 
     def _rouse(self, wake: int) -> None:

@@ -79,9 +79,9 @@ class WorkerOptions:
     within ``ack_wait`` seconds (default :data:`DEFAULT_ACK_WAIT`) of each other into one
     ``ack_many`` fused with the next ``claim_many``: one commit for many messages. The cost: an
     ack waits up to ``ack_wait`` before it is sent (``0``: acks go as soon as the batcher sees
-    them; after a handler quicker than 50 µs whose slot goes on to the next lease, until that
-    lease's handler returns, or 10 ms should it turn slow), and a handler's ack counts only
-    once its batch committed. See :attr:`batching`.
+    them; after a handler quicker than 50 microseconds whose slot goes on to the next lease,
+    until that lease's handler returns, or 10 ms should it turn slow), and a handler's ack counts
+    only once its batch committed. See :attr:`batching`.
     """
 
     worker_id: str = field(default_factory=default_worker_id)
@@ -122,7 +122,9 @@ class WorkerOptions:
     @property
     def batching(self) -> bool:
         """Whether runs batch: ``batch`` and ``concurrency`` both above 1 (with one slot there
-        is nothing to gather, and the fused ``ack_and_claim`` is already one commit a message)."""
+        is nothing to gather, and the fused ``ack_and_claim`` is already one commit a message).
+        Batching costs one more thread (task) and a hand-off per message, which a deep single
+        group (one message in flight, so one a batch) pays without gaining anything."""
         return min(self.batch, self.concurrency) > 1
 
     @property

@@ -4,9 +4,8 @@ batching, a batching slot and the batcher instead of the slots (:func:`team`).
 A program is a generator of :mod:`~harel_sa.worker.steps`; it asks
 :class:`~harel_sa.worker.run.Run` (and a batching run's
 :class:`~harel_sa.worker.batches.Batches`) what follows each result and yields what to do
-next. It never touches the database, the handler or a thread: a driver performs its steps.
-
-An idle worker waits in one of two places: a slot's :func:`claim` after a claim found nothing
+next. It never touches the database, the handler or a thread: a driver performs its steps. An
+idle worker waits in one of two places: a slot's :func:`claim` after a claim found nothing
 (``Wait(poll_interval, wake_on_stop=True)``), or the batcher's ``Bell(..., idle=True)`` after a
 claim found fewer messages than it asked for.
 """

@@ -35,6 +35,8 @@ from harel_sa.worker.operations import RETRIED, Ack, Bury, Done, Nack, Operation
 from harel_sa.worker.options import WorkerOptions
 from harel_sa.worker.outcomes import Interrupted, Outcome, Returned
 
+# INFO: start, stop, releases, dead letters; WARNING: handler failures with the retry time, lost
+# leases, a late heartbeat, a blocked event loop; DEBUG: each message. Logging is never configured.
 log = logging.getLogger("harel_sa.worker")
 
 SETTLE = 5.0  # after the grace, how long slots between two quick calls get to land them
