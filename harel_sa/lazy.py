@@ -32,7 +32,8 @@ def importer(
             extra = (extras or {}).get(home)
             if extra is None or (exc.name or "").startswith(namespace["__name__"]):
                 raise
-            return _stand_in(name, missing_extra(name, extra, exc.name))
+            driver, needed = exc.name, extra
+            return _stand_in(name, lambda: missing_extra(name, needed, driver))
         value = getattr(module, name)
         namespace[name] = value
         return value
@@ -50,19 +51,19 @@ def missing_extra(what: str, extra: str, module: str | None) -> ModuleNotFoundEr
     return error
 
 
-def _stand_in(name: str, error: ModuleNotFoundError) -> type:
-    """A class named ``name`` that raises ``error`` when built or asked for anything."""
+def _stand_in(name: str, error: Callable[[], ModuleNotFoundError]) -> type:
+    """A class named ``name`` that raises ``error()`` when built or asked for anything."""
 
     class _Meta(type):
         def __getattr__(cls, attribute: str) -> Any:
             if attribute.startswith("__"):
                 raise AttributeError(attribute)
-            raise error
+            raise error()
 
         def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-            raise error
+            raise error()
 
-    return _Meta(name, (), {"__doc__": str(error)})
+    return _Meta(name, (), {"__doc__": str(error())})
 
 
 def lister(namespace: dict[str, Any]) -> Callable[[], list[str]]:
