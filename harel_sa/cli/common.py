@@ -146,11 +146,22 @@ def open_queue(
     ``pooler``), its schema checked (or, with ``create_schema``, brought to head).
     ``read_only``: SQLite's file opened ``mode=ro``, PostgreSQL's transactions read-only."""
     if t.path is None and is_postgresql(t.api):
-        from harel_sa import PostgresTransport
+        from harel_sa import ConnectionLostError, PostgresTransport
         from harel_sa.postgres.connect import read_only as read_only_info
 
-        where = read_only_info(t.api) if read_only else t.api
-        return PostgresTransport(where, prefix=t.prefix, create_schema=create_schema, pooler=pooler)
+        def opened(where: object) -> Any:
+            return PostgresTransport(
+                where, prefix=t.prefix, create_schema=create_schema, pooler=pooler
+            )
+
+        if not read_only:
+            return opened(t.api)
+        try:
+            return opened(read_only_info(t.api))
+        except ConnectionLostError as exc:
+            if "unsupported startup parameter: options" not in str(exc):
+                raise
+            return opened(t.api)  # PgBouncer refuses libpq's options: the role's settings hold
     if create_schema:
         return t.open(create_schema=True)
     return t.open(read_only=read_only)

@@ -155,3 +155,17 @@ def test_a_sqlite_file_made_by_sqlite3_is_no_queue(cli: Cli, tmp_path: Path) -> 
     sqlite3.connect(tmp_path / "empty.db").close()
     done = cli("stats", "--db", str(tmp_path / "empty.db"))
     assert done.returncode == 3, done.stderr
+
+
+def test_the_reading_commands_work_through_a_transaction_pooler(
+    cli: Cli, pg_url: str, transaction_pooler: Any
+) -> None:
+    """PgBouncer refuses libpq's ``options``: there the reading commands open as the others
+    do (the role's own settings apply), rather than not at all."""
+    with PostgresTransport(pg_url) as q:
+        a_queue(q)
+    through = transaction_pooler.url(pg_url)
+    for command in (["stats"], ["peek"], ["dead", "list"]):
+        done = cli(*command, "--url", through, "--json")
+        assert done.returncode == 0, (command, done.stderr)
+    assert as_json(cli("stats", "--url", through, "--json"))["messages"] == 3
