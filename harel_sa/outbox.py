@@ -28,11 +28,11 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.orm import Session, scoped_session
 
 from harel_sa import validate
-from harel_sa.calls import Row, message_row, message_rows
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Event, Lease
 from harel_sa.rules import MAX_ERROR
 from harel_sa.schema import DEFAULT_PREFIX, Names
+from harel_sa.seam import Row, message_row, message_rows
 
 
 @dataclass(slots=True)

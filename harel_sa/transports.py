@@ -1,7 +1,7 @@
 """The queue's public methods, written once for every backend: :class:`Transport` for the sync
 transports, :class:`AsyncTransport` for the async ones.
 
-Each method validates and binds its call through :class:`~harel_sa.calls.Calls` (the same
+Each method validates and binds its call through :class:`~harel_sa.seam.Binder` (the same
 checks on every backend), runs it with the transport's own ``_run`` (one transaction on the
 dialect's connection), and reports a settle of the running handler's own lease to
 :mod:`~harel_sa.settlements`. A transport adds how it connects, runs, waits and closes.
@@ -19,10 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import Session
 
 from harel_sa import settlements
-from harel_sa.calls import Bound, Calls
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.outbox import AsyncOutbox, Outbox
+from harel_sa.seam import Binder, Bound
 
 T = TypeVar("T")
 
@@ -31,7 +31,7 @@ class Transport(Generic[E]):
     """The queue operations of a sync transport (:class:`~harel_sa.SqliteTransport`,
     :class:`~harel_sa.PostgresTransport`)."""
 
-    _calls: Calls[E]
+    _binder: Binder[E]
     _outbox: Outbox[E] | None = None
 
     def _run(self, call: Bound[T]) -> T:
@@ -47,8 +47,8 @@ class Transport(Generic[E]):
         if self._outbox is None:
             self._outbox = Outbox(
                 self.prefix,
-                event_type=self._calls.options.event_type,
-                clock=self._calls.clock,
+                event_type=self._binder.options.event_type,
+                clock=self._binder.backend.clock,
                 same_database=self._same_database,
             )
         return self._outbox
@@ -69,7 +69,7 @@ class Transport(Generic[E]):
 
     @property
     def prefix(self) -> str:
-        return self._calls.options.names.prefix
+        return self._binder.options.names.prefix
 
     def publish(
         self,
@@ -97,7 +97,7 @@ class Transport(Generic[E]):
         if connection is not None:
             self.outbox().publish(connection, group_id, event, priority, routing_key)
             return
-        self._run(self._calls.publish(group_id, event, priority, routing_key))
+        self._run(self._binder.publish(group_id, event, priority, routing_key))
 
     def publish_many(
         self,
@@ -113,7 +113,7 @@ class Transport(Generic[E]):
                 connection, items, priority=priority, routing_key=routing_key
             )
             return
-        self._run(self._calls.publish_many(items, priority, routing_key))
+        self._run(self._binder.publish_many(items, priority, routing_key))
 
     def claim(
         self,
@@ -132,7 +132,7 @@ class Transport(Generic[E]):
         the dead table instead, and the claim moves on.
         """
         return self._run(
-            self._calls.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+            self._binder.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         )
 
     def ack_and_claim(
@@ -149,7 +149,7 @@ class Transport(Generic[E]):
         Returns whether the ack took (as :meth:`ack`) and the next lease (as :meth:`claim`).
         """
         acked, following = self._run(
-            self._calls.ack_and_claim(
+            self._binder.ack_and_claim(
                 lease, worker_id, visibility, min_priority, routing_keys, max_deliveries
             )
         )
@@ -173,7 +173,7 @@ class Transport(Generic[E]):
         the way; each lease is fenced by a token of its own. Fewer when fewer are deliverable.
         """
         return self._run(
-            self._calls.claim_many(
+            self._binder.claim_many(
                 worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
             )
         )
@@ -186,7 +186,7 @@ class Transport(Generic[E]):
         if connection is not None:
             acked = self.outbox().ack_many(connection, leases)
         else:
-            acked = self._run(self._calls.ack_many(leases))
+            acked = self._run(self._binder.ack_many(leases))
         settlements.report_acks(leases, acked)
         return acked
 
@@ -203,7 +203,7 @@ class Transport(Generic[E]):
         """:meth:`ack_many` ``leases`` and :meth:`claim_many` up to ``limit`` more, in one write
         transaction: one commit for a whole batch of settled and new messages."""
         acked, claimed = self._run(
-            self._calls.ack_many_and_claim_many(
+            self._binder.ack_many_and_claim_many(
                 leases, worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
             )
         )
@@ -220,7 +220,7 @@ class Transport(Generic[E]):
         if connection is not None:
             acked = self.outbox().ack(connection, lease)
         else:
-            acked = self._run(self._calls.ack(lease))
+            acked = self._run(self._binder.ack(lease))
         if acked:
             settlements.report(lease, "acked")
         return acked
@@ -237,14 +237,14 @@ class Transport(Generic[E]):
         if connection is not None:
             nacked = self.outbox().nack(connection, lease, delay)
         else:
-            nacked = self._run(self._calls.nack(lease, delay))
+            nacked = self._run(self._binder.nack(lease, delay))
         if nacked:
             settlements.report(lease, "nacked", delay)
         return nacked
 
     def extend(self, lease: Lease[E], visibility: float) -> bool:
         """Heartbeat: the lease now ends ``visibility`` seconds from now. ``False`` when lost."""
-        return self._run(self._calls.extend(lease, visibility))
+        return self._run(self._binder.extend(lease, visibility))
 
     def dead_letter(
         self, lease: Lease[E], reason: str, *, connection: Connection | Session | None = None
@@ -253,7 +253,7 @@ class Transport(Generic[E]):
         if connection is not None:
             buried = self.outbox().dead_letter(connection, lease, reason)
         else:
-            buried = self._run(self._calls.dead_letter(lease, reason))
+            buried = self._run(self._binder.dead_letter(lease, reason))
         if buried:
             settlements.report(lease, "dead_lettered")
         return buried
@@ -265,45 +265,45 @@ class Transport(Generic[E]):
         A message's age counts from its publish (or its requeue). A row another program wrote
         has no enqueue time: SQLite dates it by its event's created time, PostgreSQL leaves
         it out of ``oldest_age``."""
-        return self._run(self._calls.stats())
+        return self._run(self._binder.stats())
 
     def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
         """The next ``limit`` messages of ``group_id`` (or of the whole queue, oldest first),
         with their state, without claiming them."""
-        return self._run(self._calls.peek(group_id, limit))
+        return self._run(self._binder.peek(group_id, limit))
 
     def release(self, group_id: str | None = None) -> int:
         """End the park of parked messages (of ``group_id``, or all) now; returns how many."""
-        return self._run(self._calls.release(group_id))
+        return self._run(self._binder.release(group_id))
 
     def purge(self, group_id: str) -> int:
         """Delete every message of ``group_id``, leased ones included; returns how many.
 
         A worker holding one of them finds its ``ack`` returns ``False``.
         """
-        return self._run(self._calls.purge(group_id))
+        return self._run(self._binder.purge(group_id))
 
     def dead(
         self, group_id: str | None = None, seqs: Iterable[int] | None = None, limit: int = 100
     ) -> list[DeadMessage]:
         """Dead messages (of ``group_id``, or with these ``seqs``, or all), oldest first."""
-        return self._run(self._calls.dead(group_id, seqs, limit))
+        return self._run(self._binder.dead(group_id, seqs, limit))
 
     def requeue_dead(self, group_id: str | None = None, seqs: Iterable[int] | None = None) -> int:
         """Put dead messages (of ``group_id``, or these ``seqs``, or all) back at the tail of
         their groups, delivery count reset; returns how many."""
-        return self._run(self._calls.requeue_dead(group_id, seqs))
+        return self._run(self._binder.requeue_dead(group_id, seqs))
 
     def purge_dead(self, group_id: str | None = None, seqs: Iterable[int] | None = None) -> int:
         """Delete dead messages (of ``group_id``, or these ``seqs``, or all); returns how many."""
-        return self._run(self._calls.purge_dead(group_id, seqs))
+        return self._run(self._binder.purge_dead(group_id, seqs))
 
 
 class AsyncTransport(Generic[E]):
     """The queue operations of an async transport (:class:`~harel_sa.AsyncSqliteTransport`,
     :class:`~harel_sa.AsyncPostgresTransport`), each awaited."""
 
-    _calls: Calls[E]
+    _binder: Binder[E]
     _outbox: AsyncOutbox[E] | None = None
 
     async def _run(self, call: Bound[T]) -> T:
@@ -319,8 +319,8 @@ class AsyncTransport(Generic[E]):
         if self._outbox is None:
             self._outbox = AsyncOutbox(
                 self.prefix,
-                event_type=self._calls.options.event_type,
-                clock=self._calls.clock,
+                event_type=self._binder.options.event_type,
+                clock=self._binder.backend.clock,
                 same_database=await self._same_database_check(),
             )
         return self._outbox
@@ -341,7 +341,7 @@ class AsyncTransport(Generic[E]):
 
     @property
     def prefix(self) -> str:
-        return self._calls.options.names.prefix
+        return self._binder.options.names.prefix
 
     async def publish(
         self,
@@ -358,7 +358,7 @@ class AsyncTransport(Generic[E]):
             outbox = await self.outbox()
             await outbox.publish(connection, group_id, event, priority, routing_key)
             return
-        await self._run(self._calls.publish(group_id, event, priority, routing_key))
+        await self._run(self._binder.publish(group_id, event, priority, routing_key))
 
     async def publish_many(
         self,
@@ -373,7 +373,7 @@ class AsyncTransport(Generic[E]):
             outbox = await self.outbox()
             await outbox.publish_many(connection, items, priority=priority, routing_key=routing_key)
             return
-        await self._run(self._calls.publish_many(items, priority, routing_key))
+        await self._run(self._binder.publish_many(items, priority, routing_key))
 
     async def claim(
         self,
@@ -385,7 +385,7 @@ class AsyncTransport(Generic[E]):
     ) -> Lease[E] | None:
         """As :meth:`SqliteTransport.claim <harel_sa.SqliteTransport.claim>`."""
         return await self._run(
-            self._calls.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
+            self._binder.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         )
 
     async def ack_and_claim(
@@ -399,7 +399,7 @@ class AsyncTransport(Generic[E]):
     ) -> tuple[bool, Lease[E] | None]:
         """As :meth:`SqliteTransport.ack_and_claim <harel_sa.SqliteTransport.ack_and_claim>`."""
         acked, following = await self._run(
-            self._calls.ack_and_claim(
+            self._binder.ack_and_claim(
                 lease, worker_id, visibility, min_priority, routing_keys, max_deliveries
             )
         )
@@ -419,7 +419,7 @@ class AsyncTransport(Generic[E]):
         """As :meth:`SqliteTransport.claim_many <harel_sa.SqliteTransport.claim_many>`: one
         thread hop for the whole batch."""
         return await self._run(
-            self._calls.claim_many(
+            self._binder.claim_many(
                 worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
             )
         )
@@ -434,7 +434,7 @@ class AsyncTransport(Generic[E]):
         if connection is not None:
             acked = await (await self.outbox()).ack_many(connection, leases)
         else:
-            acked = await self._run(self._calls.ack_many(leases))
+            acked = await self._run(self._binder.ack_many(leases))
         settlements.report_acks(leases, acked)
         return acked
 
@@ -451,7 +451,7 @@ class AsyncTransport(Generic[E]):
         """As :meth:`SqliteTransport.ack_many_and_claim_many
         <harel_sa.SqliteTransport.ack_many_and_claim_many>`."""
         acked, claimed = await self._run(
-            self._calls.ack_many_and_claim_many(
+            self._binder.ack_many_and_claim_many(
                 leases, worker_id, visibility, limit, min_priority, routing_keys, max_deliveries
             )
         )
@@ -465,7 +465,7 @@ class AsyncTransport(Generic[E]):
         if connection is not None:
             acked = await (await self.outbox()).ack(connection, lease)
         else:
-            acked = await self._run(self._calls.ack(lease))
+            acked = await self._run(self._binder.ack(lease))
         if acked:
             settlements.report(lease, "acked")
         return acked
@@ -481,14 +481,14 @@ class AsyncTransport(Generic[E]):
         if connection is not None:
             nacked = await (await self.outbox()).nack(connection, lease, delay)
         else:
-            nacked = await self._run(self._calls.nack(lease, delay))
+            nacked = await self._run(self._binder.nack(lease, delay))
         if nacked:
             settlements.report(lease, "nacked", delay)
         return nacked
 
     async def extend(self, lease: Lease[E], visibility: float) -> bool:
         """As :meth:`SqliteTransport.extend <harel_sa.SqliteTransport.extend>`."""
-        return await self._run(self._calls.extend(lease, visibility))
+        return await self._run(self._binder.extend(lease, visibility))
 
     async def dead_letter(
         self,
@@ -501,41 +501,41 @@ class AsyncTransport(Generic[E]):
         if connection is not None:
             buried = await (await self.outbox()).dead_letter(connection, lease, reason)
         else:
-            buried = await self._run(self._calls.dead_letter(lease, reason))
+            buried = await self._run(self._binder.dead_letter(lease, reason))
         if buried:
             settlements.report(lease, "dead_lettered")
         return buried
 
     async def stats(self) -> Stats:
         """As :meth:`SqliteTransport.stats <harel_sa.SqliteTransport.stats>`."""
-        return await self._run(self._calls.stats())
+        return await self._run(self._binder.stats())
 
     async def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
         """As :meth:`SqliteTransport.peek <harel_sa.SqliteTransport.peek>`."""
-        return await self._run(self._calls.peek(group_id, limit))
+        return await self._run(self._binder.peek(group_id, limit))
 
     async def release(self, group_id: str | None = None) -> int:
         """As :meth:`SqliteTransport.release <harel_sa.SqliteTransport.release>`."""
-        return await self._run(self._calls.release(group_id))
+        return await self._run(self._binder.release(group_id))
 
     async def purge(self, group_id: str) -> int:
         """As :meth:`SqliteTransport.purge <harel_sa.SqliteTransport.purge>`."""
-        return await self._run(self._calls.purge(group_id))
+        return await self._run(self._binder.purge(group_id))
 
     async def dead(
         self, group_id: str | None = None, seqs: Iterable[int] | None = None, limit: int = 100
     ) -> list[DeadMessage]:
         """As :meth:`SqliteTransport.dead <harel_sa.SqliteTransport.dead>`."""
-        return await self._run(self._calls.dead(group_id, seqs, limit))
+        return await self._run(self._binder.dead(group_id, seqs, limit))
 
     async def requeue_dead(
         self, group_id: str | None = None, seqs: Iterable[int] | None = None
     ) -> int:
         """As :meth:`SqliteTransport.requeue_dead <harel_sa.SqliteTransport.requeue_dead>`."""
-        return await self._run(self._calls.requeue_dead(group_id, seqs))
+        return await self._run(self._binder.requeue_dead(group_id, seqs))
 
     async def purge_dead(
         self, group_id: str | None = None, seqs: Iterable[int] | None = None
     ) -> int:
         """As :meth:`SqliteTransport.purge_dead <harel_sa.SqliteTransport.purge_dead>`."""
-        return await self._run(self._calls.purge_dead(group_id, seqs))
+        return await self._run(self._binder.purge_dead(group_id, seqs))

@@ -10,17 +10,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from harel_sa import validate
-from harel_sa.calls import Bound, Calls
 from harel_sa.cancels import Finished, settled
 from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event, Lease
-from harel_sa.postgres import operations as ops
 from harel_sa.postgres.backend import PostgresBackend
 from harel_sa.postgres.connect import Pooler, display, set_up_async
 from harel_sa.postgres.driver import arun, no_connection, run_again, translate
@@ -30,6 +28,7 @@ from harel_sa.postgres.startup import open_schema
 from harel_sa.postgres.transport import PoolSettings, PostgresTransport, options_of, pool_settings
 from harel_sa.postgres.wire import AsyncConnection, Wire
 from harel_sa.schema import DEFAULT_PREFIX
+from harel_sa.seam import Binder, Bound, Options
 from harel_sa.transports import AsyncTransport
 
 T = TypeVar("T")
@@ -41,19 +40,21 @@ class AsyncPostgresTransport(AsyncTransport[E]):
 
     def __init__(
         self,
-        calls: Calls[E],
+        options: Options[E],
+        backend: PostgresBackend,
         pool: AsyncConnectionPool[Any],
         target: object,
         settings: PoolSettings,
     ) -> None:
-        self._calls = calls
+        self._backend = backend
+        self._binder = Binder(options, backend)
         self._pool: AsyncConnectionPool[Any] | None = pool
         self._sessions: Sessions[AsyncConnection] = Sessions()
         self._target = target
         self._pool_size = settings.size
         self._pooler = settings.pooler
         self._where = display(target)
-        self._listener = AsyncListener(settings.conninfo, calls.options.names, settings.server)
+        self._listener = AsyncListener(settings.conninfo, options.names, settings.server)
         self._unchecked: Callable[[], object] | None = None  # see create()
 
     @classmethod
@@ -71,7 +72,6 @@ class AsyncPostgresTransport(AsyncTransport[E]):
     ) -> AsyncPostgresTransport[E]:
         """Open the transport: the options of :class:`~harel_sa.PostgresTransport`."""
         options = options_of(prefix, clock, busy_timeout, event_type)
-        calls = Calls(options, PostgresBackend(server_clock=clock is None), clock)
         where = display(url)
         settings = pool_settings(url, options, pool_size, pooler)
         # The schema is looked at (and made) on one connection of its own, as the sync
@@ -99,7 +99,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         except PoolTimeout as exc:
             await pool.close()
             raise no_connection(exc, None, where) from exc
-        transport = cls(calls, pool, url, settings)
+        transport = cls(options, PostgresBackend(options.names, clock), pool, url, settings)
         if not at_head:
             transport._unchecked = partial(
                 open_schema, settings.conninfo, options.names, where, False, settings.pooler
@@ -112,17 +112,17 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         return self._where
 
     async def _same_database_check(self) -> Callable[[tuple[Any, ...]], bool]:
-        mine: tuple[Any, ...] = await self._run(ops.identity(self._calls.statements))
+        mine: tuple[Any, ...] = await self._run(self._backend.identity())
         return lambda identity: tuple(identity) == mine
 
     def sync_twin(self) -> PostgresTransport[E]:
         """A :class:`~harel_sa.PostgresTransport` on the same database with the same options
         (the :class:`~harel_sa.AsyncWorker`'s heartbeat extends leases through it, so a
         handler that blocks the event loop cannot starve it)."""
-        options = self._calls.options
+        options = self._binder.options
         return PostgresTransport(
             self._target,
-            None if self._calls.clock is None else options.clock,
+            self._backend.clock,
             prefix=self.prefix,
             create_schema=False,
             busy_timeout=options.busy_timeout,
@@ -142,7 +142,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         return await settled(self._attempt(op), self._give_back)
 
     async def _give_back(self, lease: Lease[Any]) -> bool:
-        return await self._attempt(self._calls.give_back(lease))
+        return await self._attempt(self._backend.give_back(lease))
 
     async def _connect(self, pool: AsyncConnectionPool[Any]) -> Session[AsyncConnection]:
         # The stack was empty: wait at the pool (harel_sa.postgres.sessions).
@@ -167,19 +167,18 @@ class AsyncPostgresTransport(AsyncTransport[E]):
             await _put_back(pool, [session], None)
         return session
 
-    async def _attempt(self, bound: Bound[T]) -> T:
-        op = cast("ops.Call[T]", bound)
+    async def _attempt(self, op: Bound[T]) -> T:
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")
         for attempt in (1, 2):
             session = await self._session(pool)
-            done: tuple[T] | None = None  # what the call returned, once it did
+            done: tuple[object] | None = None  # what the call returned, once it did
             try:
                 done = (await arun(session.connection, op, to_end=True),)
                 return done[0]
             except Finished as finished:
-                done = (cast(T, finished.result),)
+                done = (finished.result,)
                 raise
             except psycopg.Error as exc:
                 if run_again(exc, attempt, op, session.connection):

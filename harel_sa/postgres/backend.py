@@ -1,41 +1,91 @@
-"""PostgreSQL's side of the seam :class:`harel_sa.calls.Backend`: its statements and operations.
+"""PostgreSQL's side of :mod:`harel_sa.seam`: one transport's operations, statements and clock.
 
-Its operations are programs of statements (:class:`~harel_sa.postgres.operations.Op`) that a
-sync or an async driver runs (:mod:`harel_sa.postgres.driver`), so binding one is calling it.
+Its operations are programs of statements (:class:`~harel_sa.postgres.operations.Op`, or a
+:class:`~harel_sa.postgres.operations.One` statement) that a sync or an async driver runs
+(:mod:`harel_sa.postgres.driver`), so binding one is calling it.
 """
 
 from __future__ import annotations
 
-from harel_sa.postgres import operations
-from harel_sa.postgres.statements import Statements, statements_for
+from typing import Any
+
+from harel_sa.events import Lease
+from harel_sa.models import DeadMessage, QueuedMessage, Stats
+from harel_sa.postgres import admin, operations
+from harel_sa.postgres.operations import Clock, One, Op
+from harel_sa.postgres.statements import statements_for
 from harel_sa.schema import Names
+from harel_sa.seam import ClaimSpec, Row
 
 
 class PostgresBackend:
-    """The operations of :mod:`~harel_sa.postgres.operations`, with their statements for a
-    prefix; "now" in them is the server's (``server_clock``) or the transport's clock."""
+    """The operations of :mod:`~harel_sa.postgres.operations` and
+    :mod:`~harel_sa.postgres.admin` with one transport's statements; "now" in them is the
+    server's (``clock`` ``None``) or ``clock``'s."""
 
-    def __init__(self, *, server_clock: bool) -> None:
-        self.server_clock = server_clock
+    def __init__(self, names: Names, clock: Clock) -> None:
+        self.statements = statements_for(names, server_clock=clock is None)
+        self.clock = clock
 
-    def statements(self, names: Names) -> Statements:
-        return statements_for(names, self.server_clock)
+    def publish(self, rows: list[Row]) -> Op[None] | One[None]:
+        return operations.publish(self.statements, self.clock, rows)
 
-    publish = staticmethod(operations.publish)
-    claim = staticmethod(operations.claim)
-    ack_and_claim = staticmethod(operations.ack_and_claim)
-    claim_many = staticmethod(operations.claim_many)
-    ack_many = staticmethod(operations.ack_many)
-    ack_many_and_claim_many = staticmethod(operations.ack_many_and_claim_many)
-    ack = staticmethod(operations.ack)
-    give_back = staticmethod(operations.give_back)
-    nack = staticmethod(operations.nack)
-    extend = staticmethod(operations.extend)
-    dead_letter = staticmethod(operations.dead_letter)
-    stats = staticmethod(operations.stats)
-    peek = staticmethod(operations.peek)
-    release = staticmethod(operations.release)
-    purge = staticmethod(operations.purge)
-    dead = staticmethod(operations.dead)
-    requeue_dead = staticmethod(operations.requeue_dead)
-    purge_dead = staticmethod(operations.purge_dead)
+    def claim(self, spec: ClaimSpec) -> Op[Lease[Any] | None]:
+        return operations.claim(self.statements, self.clock, spec)
+
+    def ack_and_claim(
+        self, lease: Lease[Any], spec: ClaimSpec
+    ) -> Op[tuple[bool, Lease[Any] | None]]:
+        return operations.ack_and_claim(self.statements, self.clock, lease, spec)
+
+    def claim_many(self, spec: ClaimSpec, limit: int) -> Op[list[Lease[Any]]]:
+        return operations.claim_many(self.statements, self.clock, spec, limit)
+
+    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Op[list[bool]]:
+        return operations.ack_many(self.statements, leases)
+
+    def ack_many_and_claim_many(
+        self, leases: tuple[Lease[Any], ...], spec: ClaimSpec, limit: int
+    ) -> Op[tuple[list[bool], list[Lease[Any]]]]:
+        return operations.ack_many_and_claim_many(self.statements, self.clock, leases, spec, limit)
+
+    def ack(self, lease: Lease[Any]) -> One[bool]:
+        return operations.ack(self.statements, lease)
+
+    def give_back(self, lease: Lease[Any]) -> One[bool]:
+        return operations.give_back(self.statements, lease)
+
+    def nack(self, lease: Lease[Any], delay: float) -> One[bool]:
+        return operations.nack(self.statements, self.clock, lease, delay)
+
+    def extend(self, lease: Lease[Any], visibility: float) -> One[bool]:
+        return operations.extend(self.statements, self.clock, lease, visibility)
+
+    def dead_letter(self, lease: Lease[Any], reason: str) -> One[bool]:
+        return operations.dead_letter(self.statements, self.clock, lease, reason)
+
+    def identity(self) -> One[tuple[Any, ...]]:
+        return operations.identity(self.statements)
+
+    def stats(self) -> Op[Stats]:
+        return admin.stats(self.statements, self.clock)
+
+    def peek(self, group_id: str | None, limit: int) -> Op[list[QueuedMessage]]:
+        return admin.peek(self.statements, self.clock, group_id, limit)
+
+    def release(self, group_id: str | None) -> Op[int]:
+        return admin.release(self.statements, self.clock, group_id)
+
+    def purge(self, group_id: str) -> Op[int]:
+        return admin.purge(self.statements, group_id)
+
+    def dead(
+        self, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
+    ) -> Op[list[DeadMessage]]:
+        return admin.dead(self.statements, group_id, seqs, limit)
+
+    def requeue_dead(self, group_id: str | None, seqs: tuple[int, ...] | None) -> Op[int]:
+        return admin.requeue_dead(self.statements, self.clock, group_id, seqs)
+
+    def purge_dead(self, group_id: str | None, seqs: tuple[int, ...] | None) -> Op[int]:
+        return admin.purge_dead(self.statements, group_id, seqs)

@@ -27,7 +27,7 @@ from harel_sa.errors import (
     StorageError,
     TransportClosedError,
 )
-from harel_sa.postgres.operations import Call, One, Result
+from harel_sa.postgres.operations import One, Operation, Result, operation
 from harel_sa.postgres.wire import (
     AsyncConnection,
     Connection,
@@ -37,6 +37,7 @@ from harel_sa.postgres.wire import (
     wait,
     wait_async,
 )
+from harel_sa.seam import Bound
 
 T = TypeVar("T")
 
@@ -54,7 +55,7 @@ ADAPTERS = AdaptersMap(psycopg.adapters)
 ADAPTERS.register_dumper(list, ListBinaryDumper)
 
 
-def call(wire: Wire, op: Call[T]) -> Exchange[T]:
+def exchange(wire: Wire, op: Operation[T]) -> Exchange[T]:
     """``op`` as one exchange on ``wire``: its one statement, or its program, in one
     transaction when it has a ``begin`` (rolled back on any exception raised while the
     program runs, ``BaseException`` included)."""
@@ -89,18 +90,19 @@ def call(wire: Wire, op: Call[T]) -> Exchange[T]:
         raise
 
 
-def run(connection: Connection, op: Call[T]) -> T:
-    """Run ``op`` on ``connection`` (an autocommit connection), blocking."""
-    return wait(connection, call(connection.wire, op))
+def run(connection: Connection, bound: Bound[T]) -> T:
+    """Run ``bound`` (a PostgreSQL operation) on ``connection`` (an autocommit connection),
+    blocking."""
+    return wait(connection, exchange(connection.wire, operation(bound)))
 
 
-async def arun(connection: AsyncConnection, op: Call[T], *, to_end: bool = False) -> T:
+async def arun(connection: AsyncConnection, bound: Bound[T], *, to_end: bool = False) -> T:
     """:func:`run`, awaited: the same exchange, its waits on the event loop (``to_end``: as
     :func:`~harel_sa.postgres.wire.wait_async`'s)."""
-    return await wait_async(connection, call(connection.wire, op), to_end=to_end)
+    return await wait_async(connection, exchange(connection.wire, operation(bound)), to_end=to_end)
 
 
-def run_again(exc: BaseException, attempt: int, op: Call[Any], conn: Any | None) -> bool:
+def run_again(exc: BaseException, attempt: int, op: Bound[Any], conn: Any | None) -> bool:
     """Whether a transport runs ``op`` again after its first ``attempt`` raised ``exc`` (on
     ``conn``): a read whose connection was lost (on another connection), or a call a
     transaction pooler stopped before anything of it committed (its statements now go
@@ -109,7 +111,7 @@ def run_again(exc: BaseException, attempt: int, op: Call[Any], conn: Any | None)
         return False
     if isinstance(exc, Unprepared):
         return exc.repeatable
-    return op.retry_safe and lost(exc, conn)
+    return operation(op).retry_safe and lost(exc, conn)
 
 
 def no_connection(

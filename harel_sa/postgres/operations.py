@@ -11,17 +11,15 @@ argument is checked for NUL (:func:`harel_sa.validate.no_nul`) before any statem
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
-from harel_sa.calls import ClaimSpec, Row
 from harel_sa.events import Lease, tokens
-from harel_sa.models import DeadMessage, PriorityBucket, QueuedMessage, RoutingBucket, Stats
 from harel_sa.postgres.statements import Statement, Statements, batch_size
-from harel_sa.rules import BATCH_MAX, MAX_ERROR, PARKED, exhausted
+from harel_sa.rules import BATCH_MAX, MAX_ERROR, exhausted
+from harel_sa.seam import Bound, ClaimSpec, Row
 from harel_sa.validate import no_nul
 
 T = TypeVar("T")
@@ -52,7 +50,7 @@ Program = Generator[Query, Result, T]
 
 
 @dataclass(slots=True)
-class Op(Generic[T]):
+class Op(Bound[T]):
     """An operation ready to run: what starts its program (run again from the start when a
     driver retries), and the ``BEGIN`` of its transaction (``None``: its one statement runs
     alone, in autocommit, as most operations' does). A batch's claim runs in a transaction:
@@ -65,7 +63,7 @@ class Op(Generic[T]):
 
 
 @dataclass(slots=True)
-class One(Generic[T]):
+class One(Bound[T]):
     """An operation that is one statement sent alone, in autocommit: ``query``, and ``read``,
     which gives the operation's value from the statement's :class:`Result`. The same work as
     an :class:`Op` whose program yields ``query`` once and returns ``read`` of its result,
@@ -80,7 +78,14 @@ class One(Generic[T]):
 
 
 #: What a transport runs: a program, or one statement.
-Call = Op[T] | One[T]
+Operation = Op[T] | One[T]
+
+
+def operation(bound: Bound[T]) -> Operation[T]:
+    """``bound`` as the PostgreSQL operation it is; ``TypeError`` for another dialect's."""
+    if isinstance(bound, Op | One):
+        return bound
+    raise TypeError(f"not a PostgreSQL operation: {type(bound).__name__}")
 
 
 def _nothing(result: Result) -> None:
@@ -97,11 +102,12 @@ def _changed_one(result: Result) -> bool:
     return result.rowcount == 1
 
 
-def _now(clock: Clock) -> float | None:
+def now_param(clock: Clock) -> float | None:
+    """The "now" a statement is given: the client clock's, or ``None`` (the server's)."""
     return None if clock is None else clock()
 
 
-def publish(statements: Statements, clock: Clock, rows: list[Row]) -> Call[None]:
+def publish(statements: Statements, clock: Clock, rows: list[Row]) -> Operation[None]:
     """Append ``(group_id, event_json, priority, routing_key)`` rows, all or none."""
     for group_id, _, _, routing_key in rows:
         no_nul("group_id", group_id)
@@ -125,7 +131,7 @@ def publish_one(statements: Statements, clock: Clock, row: Row) -> One[None]:
         "event": event,
         "priority": priority,
         "routing_key": routing_key,
-        "now": _now(clock),
+        "now": now_param(clock),
     }
     return One(Query(statements.publish, params), _nothing)
 
@@ -147,7 +153,7 @@ def _publish_kind(
         "events": [r[1] for r in rows],
         "priority": priority,
         "routing_key": routing_key,
-        "now": _now(clock),
+        "now": now_param(clock),
     }
     return Query(st.publish_many, params)
 
@@ -309,7 +315,7 @@ def _claim_many(
             "visibility": spec.visibility,
             "min_priority": spec.min_priority,
             "keys": list(spec.routing_keys),
-            "now": _now(clock),
+            "now": now_param(clock),
         }
         select = st.claim_many(spec.min_priority, len(spec.routing_keys), batch_size(want))
         rows = (yield Query(select, params)).rows
@@ -370,7 +376,7 @@ def _claim(st: Statements, clock: Clock, spec: ClaimSpec) -> Program[Lease[Any] 
             "visibility": spec.visibility,
             "min_priority": spec.min_priority,
             "keys": list(spec.routing_keys),
-            "now": _now(clock),
+            "now": now_param(clock),
         }
         found = yield Query(select, params)
         if not found.rows:
@@ -420,7 +426,7 @@ def _bury_query(
         "locked_by": locked_by,
         "error": error[:MAX_ERROR],
         "uncount": uncount,
-        "now": _now(clock),
+        "now": now_param(clock),
     }
     return Query(st.bury, params)
 
@@ -454,13 +460,18 @@ def nack(statements: Statements, clock: Clock, lease: Lease[Any], delay: float) 
     """Free the message now (``delay == 0``) or park it, blocking its group, for ``delay``."""
     if delay == 0:
         return _fenced(statements.free, lease)
-    params = {"seq": lease.seq, "locked_by": lease.locked_by, "delay": delay, "now": _now(clock)}
+    params = {
+        "seq": lease.seq,
+        "locked_by": lease.locked_by,
+        "delay": delay,
+        "now": now_param(clock),
+    }
     return One(Query(statements.park, params), _took_one)
 
 
 def extend(statements: Statements, clock: Clock, lease: Lease[Any], visibility: float) -> One[bool]:
     """Move the lease's expiry to now + ``visibility``; ``False`` if the lease was lost."""
-    return _fenced(statements.extend, lease, visibility=visibility, now=_now(clock))
+    return _fenced(statements.extend, lease, visibility=visibility, now=now_param(clock))
 
 
 def dead_letter(statements: Statements, clock: Clock, lease: Lease[Any], reason: str) -> One[bool]:
@@ -473,163 +484,3 @@ def identity(statements: Statements) -> One[tuple[Any, ...]]:
     """What the transport's connection says of its database (:data:`~harel_sa.postgres.
     statements.IDENTITY`), to compare an application's connection with."""
     return One(Query(statements.identity, {}), lambda result: tuple(result.one()), retry_safe=True)
-
-
-# Operating the queue.
-
-
-def stats(statements: Statements, clock: Clock) -> Op[Stats]:
-    return Op(partial(_stats, statements, clock), begin=SNAPSHOT, retry_safe=True)
-
-
-def _stats(st: Statements, clock: Clock) -> Program[Stats]:
-    at = {"now": _now(clock)}
-    messages, in_flight, parked, now = (yield Query(st.counts, at)).one()
-    oldest = (yield Query(st.oldest, {})).rows
-    ready = (yield Query(st.oldest_ready, at)).rows
-    groups = (yield Query(st.group_count, {})).one()[0]
-    dead = (yield Query(st.dead_count, {})).one()[0]
-    by_priority = (yield Query(st.by_priority, {})).rows
-    by_key = (yield Query(st.by_routing_key, {})).rows
-    published = (yield Query(st.published, {})).one()[0]
-    by_worker = (yield Query(st.by_worker, at)).rows
-    return Stats(
-        now=now,
-        messages=messages,
-        groups=groups,
-        in_flight=in_flight,
-        parked=parked,
-        dead=dead,
-        oldest_age=_age(oldest, now),
-        by_priority=[PriorityBucket(priority=p, groups=g, messages=m) for p, g, m in by_priority],
-        by_routing_key=[RoutingBucket(routing_key=k, groups=g, messages=m) for k, g, m in by_key],
-        ready=messages - in_flight - parked,
-        oldest_ready_age=_age(ready, now),
-        published=published,
-        leases_by_worker={str(w): n for w, n in by_worker},
-    )
-
-
-def _age(rows: list[tuple[Any, ...]], now: float) -> float | None:
-    if not rows or rows[0][0] is None:  # an empty queue, or a row another program wrote
-        return None
-    return float(now - rows[0][0])
-
-
-def peek(
-    statements: Statements, clock: Clock, group_id: str | None, limit: int
-) -> Op[list[QueuedMessage]]:
-    no_nul("group_id", group_id)
-    return Op(partial(_peek, statements, clock, group_id, limit), retry_safe=True)
-
-
-def _peek(
-    st: Statements, clock: Clock, group_id: str | None, limit: int
-) -> Program[list[QueuedMessage]]:
-    found = yield Query(st.peek, {"group_id": group_id, "limit": limit, "now": _now(clock)})
-    return [
-        QueuedMessage(
-            seq=seq,
-            group_id=group,
-            event=event,
-            state=_state(locked_by, _number(expiry), now),
-            locked_by=locked_by,
-            lock_expiry=_number(expiry),
-            deliveries=deliveries,
-        )
-        for seq, group, event, locked_by, expiry, deliveries, now in found.rows
-    ]
-
-
-def _number(expiry: float | None) -> float | None:
-    """An expiry as the models show it: NaN (which only PostgreSQL stores) is no number."""
-    return None if expiry is None or math.isnan(expiry) else expiry
-
-
-def _state(locked_by: str | None, expiry: float | None, now: float) -> Any:
-    # As the claim reads a row (statements.live_lease): no expiry has lapsed.
-    if locked_by is None or expiry is None or expiry < now:
-        return "ready"
-    return "parked" if locked_by == PARKED else "leased"
-
-
-def release(statements: Statements, clock: Clock, group_id: str | None) -> Op[int]:
-    no_nul("group_id", group_id)
-    return Op(partial(_release, statements, clock, group_id), begin=WRITE)
-
-
-def _release(st: Statements, clock: Clock, group_id: str | None) -> Program[int]:
-    params = {"group_id": group_id, "now": _now(clock)}
-    released = (yield Query(st.release, params)).rowcount
-    yield Query(st.undefer, params)
-    if released:
-        yield Query(st.notify, {})
-    return released
-
-
-def purge(statements: Statements, group_id: str) -> Op[int]:
-    no_nul("group_id", group_id)
-    return Op(partial(_purge, statements, group_id), begin=WRITE)
-
-
-def _purge(st: Statements, group_id: str) -> Program[int]:
-    yield Query(st.purge_group, {"group_id": group_id})
-    return (yield Query(st.purge_messages, {"group_id": group_id})).rowcount
-
-
-def _pick(group_id: str | None, seqs: tuple[int, ...] | None) -> dict[str, Any]:
-    return {"group_id": group_id, "seqs": None if seqs is None else list(seqs)}
-
-
-def dead(
-    statements: Statements, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
-) -> Op[list[DeadMessage]]:
-    no_nul("group_id", group_id)
-    return Op(partial(_dead, statements, group_id, seqs, limit), retry_safe=True)
-
-
-def _dead(
-    st: Statements, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
-) -> Program[list[DeadMessage]]:
-    found = yield Query(st.dead, {**_pick(group_id, seqs), "limit": limit})
-    return [
-        DeadMessage(
-            seq=r[0],
-            group_id=r[1],
-            event=r[2],
-            error=r[3],
-            dead_at=r[4],
-            deliveries=r[5],
-            priority=r[6],
-            routing_key=r[7],
-        )
-        for r in found.rows
-    ]
-
-
-def requeue_dead(
-    statements: Statements, clock: Clock, group_id: str | None, seqs: tuple[int, ...] | None
-) -> Op[int]:
-    no_nul("group_id", group_id)
-    return Op(partial(_requeue_dead, statements, clock, group_id, seqs), begin=WRITE)
-
-
-def _requeue_dead(
-    st: Statements, clock: Clock, group_id: str | None, seqs: tuple[int, ...] | None
-) -> Program[int]:
-    params = {**_pick(group_id, seqs), "now": _now(clock)}
-    yield Query(st.requeue_groups, params)
-    moved = (yield Query(st.requeue, params)).rowcount
-    yield Query(st.purge_dead, params)
-    return moved
-
-
-def purge_dead(
-    statements: Statements, group_id: str | None, seqs: tuple[int, ...] | None
-) -> Op[int]:
-    no_nul("group_id", group_id)
-    return Op(partial(_purge_dead, statements, group_id, seqs))
-
-
-def _purge_dead(st: Statements, group_id: str | None, seqs: tuple[int, ...] | None) -> Program[int]:
-    return (yield Query(st.purge_dead, _pick(group_id, seqs))).rowcount

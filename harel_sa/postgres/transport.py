@@ -12,16 +12,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from harel_sa import validate
-from harel_sa.calls import Bound, Calls, Options
 from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event
-from harel_sa.postgres import operations as ops
 from harel_sa.postgres.backend import PostgresBackend
 from harel_sa.postgres.connect import Pooler, checked_pooler, conninfo, display, set_up
 from harel_sa.postgres.driver import ADAPTERS, no_connection, run, run_again, translate
@@ -30,6 +28,7 @@ from harel_sa.postgres.sessions import Session, Sessions
 from harel_sa.postgres.startup import open_schema
 from harel_sa.postgres.wire import Connection, ServerSession, Wire
 from harel_sa.schema import DEFAULT_PREFIX
+from harel_sa.seam import Binder, Bound, Options
 from harel_sa.transports import Transport
 
 T = TypeVar("T")
@@ -85,7 +84,8 @@ class PostgresTransport(Transport[E]):
         pooler: Pooler = "auto",
     ) -> None:
         options = options_of(prefix, clock, busy_timeout, event_type)
-        self._calls = Calls(options, PostgresBackend(server_clock=clock is None), clock)
+        self._backend = PostgresBackend(options.names, clock)
+        self._binder = Binder(options, self._backend)
         self._where = display(url)
         self._identity: tuple[Any, ...] | None = None  # of its database (_same_database)
         settings = pool_settings(url, options, pool_size, pooler)
@@ -121,7 +121,7 @@ class PostgresTransport(Transport[E]):
 
     def _same_database(self, identity: tuple[Any, ...]) -> bool:
         if self._identity is None:
-            self._identity = self._run(ops.identity(self._calls.statements))
+            self._identity = self._run(self._backend.identity())
         return tuple(identity) == self._identity
 
     def _connect(self, pool: ConnectionPool[Any]) -> Session[Connection]:
@@ -148,8 +148,7 @@ class PostgresTransport(Transport[E]):
             pool.putconn(session.connection)
         return session  # ended as well: the call raises the lost connection
 
-    def _run(self, bound: Bound[T]) -> T:
-        op = cast("ops.Call[T]", bound)
+    def _run(self, op: Bound[T]) -> T:
         pool = self._pool
         if pool is None:
             raise TransportClosedError("the transport is closed")
@@ -197,7 +196,7 @@ def options_of(
     prefix: str, clock: Callable[[], float] | None, busy_timeout: float, event_type: type[E]
 ) -> Options[E]:
     """Both transports' options, checked at open (``clock`` None: the server's)."""
-    return Options(prefix, time.time if clock is None else clock, busy_timeout, event_type, "FULL")
+    return Options(prefix, time.time if clock is None else clock, busy_timeout, event_type)
 
 
 @dataclass(frozen=True)

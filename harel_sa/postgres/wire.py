@@ -101,7 +101,7 @@ class Unprepared(psycopg.InterfaceError):
     or there already (a transaction pooler between): the statement did not run, and the
     transport's statements go unprepared from now on. ``repeatable``: nothing of the call
     committed, so it can be run again; not so when statements of the call ran before it,
-    outside a transaction (:func:`~harel_sa.postgres.driver.call` says)."""
+    outside a transaction (:func:`~harel_sa.postgres.driver.exchange` says)."""
 
     repeatable = True
 

@@ -2,7 +2,7 @@
 two transports over them (``transport.SqliteTransport``, ``aio.AsyncSqliteTransport``).
 
 The rules every backend shares (options, argument checks, events, errors, models) live above,
-in :mod:`harel_sa.calls` and its neighbours; this room plugs into them through
-:data:`harel_sa.sqlite.backend.SQLITE`. Nothing is imported here, so importing one module of
+in :mod:`harel_sa.seam` and its neighbours; this room plugs into them through
+:class:`harel_sa.sqlite.backend.SqliteBackend`. Nothing is imported here, so importing one module of
 the room does not import the others.
 """

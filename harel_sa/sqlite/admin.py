@@ -12,7 +12,6 @@ import json
 import sqlite3
 from datetime import UTC, datetime
 
-from harel_sa.calls import Clock
 from harel_sa.models import (
     DeadMessage,
     MessageState,
@@ -22,6 +21,7 @@ from harel_sa.models import (
     Stats,
 )
 from harel_sa.rules import PARKED
+from harel_sa.seam import Clock
 from harel_sa.sqlite.driver import immediate_transaction, read_transaction
 from harel_sa.sqlite.statements import Statements
 

@@ -17,19 +17,20 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import aiosqlite
 from sqlalchemy import Engine
 
 from harel_sa import validate
-from harel_sa.calls import Bound, Call, Calls, Options, Synchronous
 from harel_sa.cancels import shielded
 from harel_sa.errors import InvalidArgumentError, TransportClosedError
 from harel_sa.events import E, Event
 from harel_sa.schema import DEFAULT_PREFIX
+from harel_sa.seam import Binder, Bound, Options, Synchronous
+from harel_sa.seam import synchronous as check_synchronous
 from harel_sa.sqlite import startup
-from harel_sa.sqlite.backend import SQLITE
+from harel_sa.sqlite.backend import SqliteBackend, sqlite_call
 from harel_sa.sqlite.connection import (
     check_target,
     display,
@@ -90,7 +91,7 @@ class _Driver:
         watch = await in_thread(conn, lambda c: Watch(c, busy_timeout))
         return cls(conn, display(url), watch)
 
-    def run(self, call: Call[T]) -> asyncio.Future[T]:
+    def run(self, call: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
         """``call`` handed to the driver's thread; the future holds its result."""
         self.watch.before()  # in a forked child the driver's thread does not even exist
         watch = self.watch  # the job must not hold this driver (see in_thread)
@@ -122,14 +123,15 @@ class AsyncSqliteTransport(AsyncTransport[E]):
     delivery uncounted.
     """
 
-    def __init__(self, calls: Calls[E], driver: _Driver) -> None:
+    def __init__(self, options: Options[E], synchronous: Synchronous, driver: _Driver) -> None:
         """Use :meth:`create`."""
-        self._calls = calls
+        self._binder = Binder(options, SqliteBackend(options.names, options.clock))
+        self._synchronous = synchronous
         self._driver: _Driver | None = driver
         self._lock = asyncio.Lock()
         self._where = driver.where
         self._target: object = None  # what create() opened, for sync_twin()
-        self._unchecked: Call[None] | None = None  # see create()
+        self._unchecked: Callable[[sqlite3.Connection], None] | None = None  # see create()
 
     @classmethod
     async def create(
@@ -144,20 +146,21 @@ class AsyncSqliteTransport(AsyncTransport[E]):
         synchronous: Synchronous = "FULL",
     ) -> AsyncSqliteTransport[E]:
         """Open the transport; the schema is created, upgraded or checked as in the sync one."""
-        options = Options(prefix, clock, busy_timeout, event_type, synchronous)
+        options = Options(prefix, clock, busy_timeout, event_type)
+        durability = check_synchronous(synchronous)
         driver = await _Driver.open(path, options.busy_timeout, create_schema)
         o = options
         where = driver.where
         try:
             at_head = await driver.run(
                 lambda raw: startup.run(
-                    raw, o.names, o.busy_timeout, o.synchronous, create_schema, where
+                    raw, o.names, o.busy_timeout, durability, create_schema, where
                 )
             )
         except BaseException:
             await driver.close()
             raise
-        transport = cls(Calls(options, SQLITE, options.clock), driver)
+        transport = cls(options, durability, driver)
         transport._target = path
         if not at_head:
             transport._unchecked = lambda raw: startup.check(raw, o.names, o.busy_timeout, where)
@@ -188,7 +191,7 @@ class AsyncSqliteTransport(AsyncTransport[E]):
             if url.database in (None, "", ":memory:") or "mode=memory" in str(url):
                 raise InvalidArgumentError("a private :memory: queue has no sync twin")
             target = url.set(drivername="sqlite")
-        o = self._calls.options
+        o = self._binder.options
         return SqliteTransport(
             target,
             o.clock,
@@ -196,11 +199,10 @@ class AsyncSqliteTransport(AsyncTransport[E]):
             create_schema=False,
             busy_timeout=o.busy_timeout,
             event_type=o.event_type,
-            synchronous=o.synchronous,  # type: ignore[arg-type]
+            synchronous=self._synchronous,
         )
 
     async def _run(self, bound: Bound[T]) -> T:
-        call = cast("Call[T]", bound)
         driver = self._driver
         if driver is not None:
             driver.watch.before()  # before the lock, which belongs to the parent's loop
@@ -213,8 +215,8 @@ class AsyncSqliteTransport(AsyncTransport[E]):
                 await driver.run(self._unchecked)
                 self._unchecked = None
             return await shielded(
-                driver.run(call),
-                lambda taken: driver.run(cast("Call[bool]", self._calls.give_back(taken))),
+                driver.run(sqlite_call(bound)),
+                lambda taken: driver.run(sqlite_call(self._binder.give_back(taken))),
             )
 
     async def wait_for_messages(self, timeout: float) -> bool:

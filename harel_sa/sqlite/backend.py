@@ -1,49 +1,145 @@
-"""SQLite's side of the seam :class:`harel_sa.calls.Backend`: its statements and operations.
+"""SQLite's side of :mod:`harel_sa.seam`: one transport's operations, statements and clock bound.
 
-Both SQLite transports build their :class:`~harel_sa.calls.Calls` on :data:`SQLITE`.
+Both SQLite transports build their :class:`~harel_sa.seam.Binder` on a :class:`SqliteBackend`;
+each operation comes back as a :class:`SqliteCall`, which the transport hands its connection.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sqlite3
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
-from harel_sa.calls import Call
+from harel_sa.events import Lease
+from harel_sa.models import DeadMessage, QueuedMessage, Stats
+from harel_sa.schema import Names
+from harel_sa.seam import Bound, ClaimSpec, Clock, Row
 from harel_sa.sqlite import admin, operations
 from harel_sa.sqlite.statements import statements_for
 
+T = TypeVar("T")
 
-def bound(operation: Callable[..., Any]) -> Callable[..., Call[Any]]:
-    """``operation(conn, **arguments)`` as the seam binds it: given the arguments by keyword,
-    it returns the :data:`~harel_sa.calls.Call` that the transport hands its connection."""
-    # partial(partial, op)(**kw) is partial(op, **kw): built in C, no Python frame per call.
-    return partial(partial, operation)
+
+# A partial is built in C: binding an operation costs no Python frame.
+class SqliteCall(partial[T], Bound[T]):
+    """A SQLite operation bound to its arguments: called with the sqlite3 connection, it runs
+    its one transaction and returns its result."""
+
+    __slots__ = ()
+
+
+def sqlite_call(bound: Bound[T]) -> SqliteCall[T]:
+    """``bound`` as the SQLite operation it is; ``TypeError`` for another dialect's."""
+    if isinstance(bound, SqliteCall):
+        return bound
+    raise TypeError(f"not a SQLite operation: {type(bound).__name__}")
+
+
+def run_on(conn: sqlite3.Connection, bound: Bound[T]) -> T:
+    """Run ``bound`` on ``conn`` (for a caller without a transport's driver)."""
+    return sqlite_call(bound)(conn)
 
 
 class SqliteBackend:
     """The operations of :mod:`~harel_sa.sqlite.operations` and :mod:`~harel_sa.sqlite.admin`
-    over a sqlite3 connection, with :func:`~harel_sa.sqlite.statements.statements_for`."""
+    with one transport's statements (its prefix) and clock."""
 
-    statements = staticmethod(statements_for)
-    publish = bound(operations.publish)
-    claim = bound(operations.claim)
-    ack_and_claim = bound(operations.ack_and_claim)
-    claim_many = bound(operations.claim_many)
-    ack_many = bound(operations.ack_many)
-    ack_many_and_claim_many = bound(operations.ack_many_and_claim_many)
-    ack = bound(operations.ack)
-    give_back = bound(operations.give_back)
-    nack = bound(operations.nack)
-    extend = bound(operations.extend)
-    dead_letter = bound(operations.dead_letter)
-    stats = bound(admin.stats)
-    peek = bound(admin.peek)
-    release = bound(admin.release)
-    purge = bound(admin.purge)
-    dead = bound(admin.dead)
-    requeue_dead = bound(admin.requeue_dead)
-    purge_dead = bound(admin.purge_dead)
+    def __init__(self, names: Names, clock: Clock) -> None:
+        self.statements = statements_for(names)
+        self.clock = clock
 
+    def publish(self, rows: list[Row]) -> SqliteCall[None]:
+        st, clock = self.statements, self.clock
+        return SqliteCall(operations.publish, statements=st, clock=clock, rows=rows)
 
-SQLITE = SqliteBackend()
+    def claim(self, spec: ClaimSpec) -> SqliteCall[Lease[Any] | None]:
+        st, clock = self.statements, self.clock
+        return SqliteCall(operations.claim, statements=st, clock=clock, spec=spec)
+
+    def ack_and_claim(
+        self, lease: Lease[Any], spec: ClaimSpec
+    ) -> SqliteCall[tuple[bool, Lease[Any] | None]]:
+        return SqliteCall(
+            operations.ack_and_claim,
+            statements=self.statements,
+            clock=self.clock,
+            lease=lease,
+            spec=spec,
+        )
+
+    def claim_many(self, spec: ClaimSpec, limit: int) -> SqliteCall[list[Lease[Any]]]:
+        st, clock = self.statements, self.clock
+        return SqliteCall(operations.claim_many, statements=st, clock=clock, spec=spec, limit=limit)
+
+    def ack_many(self, leases: tuple[Lease[Any], ...]) -> SqliteCall[list[bool]]:
+        return SqliteCall(operations.ack_many, statements=self.statements, leases=leases)
+
+    def ack_many_and_claim_many(
+        self, leases: tuple[Lease[Any], ...], spec: ClaimSpec, limit: int
+    ) -> SqliteCall[tuple[list[bool], list[Lease[Any]]]]:
+        return SqliteCall(
+            operations.ack_many_and_claim_many,
+            statements=self.statements,
+            clock=self.clock,
+            leases=leases,
+            spec=spec,
+            limit=limit,
+        )
+
+    def ack(self, lease: Lease[Any]) -> SqliteCall[bool]:
+        return SqliteCall(operations.ack, statements=self.statements, lease=lease)
+
+    def give_back(self, lease: Lease[Any]) -> SqliteCall[bool]:
+        return SqliteCall(operations.give_back, statements=self.statements, lease=lease)
+
+    def nack(self, lease: Lease[Any], delay: float) -> SqliteCall[bool]:
+        st, clock = self.statements, self.clock
+        return SqliteCall(operations.nack, statements=st, clock=clock, lease=lease, delay=delay)
+
+    def extend(self, lease: Lease[Any], visibility: float) -> SqliteCall[bool]:
+        return SqliteCall(
+            operations.extend,
+            statements=self.statements,
+            clock=self.clock,
+            lease=lease,
+            visibility=visibility,
+        )
+
+    def dead_letter(self, lease: Lease[Any], reason: str) -> SqliteCall[bool]:
+        return SqliteCall(
+            operations.dead_letter,
+            statements=self.statements,
+            clock=self.clock,
+            lease=lease,
+            reason=reason,
+        )
+
+    def stats(self) -> SqliteCall[Stats]:
+        return SqliteCall(admin.stats, statements=self.statements, clock=self.clock)
+
+    def peek(self, group_id: str | None, limit: int) -> SqliteCall[list[QueuedMessage]]:
+        st, clock = self.statements, self.clock
+        return SqliteCall(admin.peek, statements=st, clock=clock, group_id=group_id, limit=limit)
+
+    def release(self, group_id: str | None) -> SqliteCall[int]:
+        st, clock = self.statements, self.clock
+        return SqliteCall(admin.release, statements=st, clock=clock, group_id=group_id)
+
+    def purge(self, group_id: str) -> SqliteCall[int]:
+        return SqliteCall(admin.purge, statements=self.statements, group_id=group_id)
+
+    def dead(
+        self, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
+    ) -> SqliteCall[list[DeadMessage]]:
+        st = self.statements
+        return SqliteCall(admin.dead, statements=st, group_id=group_id, seqs=seqs, limit=limit)
+
+    def requeue_dead(self, group_id: str | None, seqs: tuple[int, ...] | None) -> SqliteCall[int]:
+        st, clock = self.statements, self.clock
+        return SqliteCall(
+            admin.requeue_dead, statements=st, clock=clock, group_id=group_id, seqs=seqs
+        )
+
+    def purge_dead(self, group_id: str | None, seqs: tuple[int, ...] | None) -> SqliteCall[int]:
+        st = self.statements
+        return SqliteCall(admin.purge_dead, statements=st, group_id=group_id, seqs=seqs)

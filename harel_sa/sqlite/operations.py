@@ -2,7 +2,7 @@
 
 Written once: the sync transport calls these on its sqlite3 connection, the async twin runs the
 very same functions inside aiosqlite's thread (one hop per operation). Arguments arrive already
-validated (:mod:`harel_sa.calls`). Each operation takes SQLite's write lock first
+validated (:mod:`harel_sa.seam`). Each operation takes SQLite's write lock first
 (:class:`~harel_sa.sqlite.driver.immediate_transaction`), so claims from every process
 serialize, and rolls back on any exception, ``BaseException`` included.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from harel_sa.calls import ClaimSpec, Clock, Row
 from harel_sa.events import Lease, tokens
 from harel_sa.rules import BATCH_MAX, MAX_ERROR, exhausted
+from harel_sa.seam import ClaimSpec, Clock, Row
 from harel_sa.sqlite.driver import immediate_transaction
 from harel_sa.sqlite.statements import Statements
 

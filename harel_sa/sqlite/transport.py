@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from harel_sa import validate
-from harel_sa.calls import Bound, Call, Calls, Options, Synchronous
 from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event
 from harel_sa.schema import DEFAULT_PREFIX
+from harel_sa.seam import Binder, Bound, Options, Synchronous
+from harel_sa.seam import synchronous as check_synchronous
 from harel_sa.sqlite import startup
-from harel_sa.sqlite.backend import SQLITE
+from harel_sa.sqlite.backend import SqliteBackend, sqlite_call
 from harel_sa.sqlite.connection import SyncConnection, same_file
 from harel_sa.transports import Transport
 
@@ -46,8 +48,9 @@ class SqliteTransport(Transport[E]):
         event_type: type[E] = Event,  # type: ignore[assignment]
         synchronous: Synchronous = "FULL",
     ) -> None:
-        options = Options(prefix, clock, busy_timeout, event_type, synchronous)
-        self._calls = Calls(options, SQLITE, options.clock)
+        options = Options(prefix, clock, busy_timeout, event_type)
+        self._synchronous = durability = check_synchronous(synchronous)
+        self._binder = Binder(options, SqliteBackend(options.names, options.clock))
         self._lock = threading.Lock()
         self._db: SyncConnection | None = SyncConnection.open(
             path, options.busy_timeout, create_schema
@@ -58,14 +61,14 @@ class SqliteTransport(Transport[E]):
                 self._db.raw,
                 options.names,
                 options.busy_timeout,
-                options.synchronous,
+                durability,
                 create_schema,
                 where,
             )
         except BaseException:
             self.close()
             raise
-        self._unchecked: Call[None] | None = (
+        self._unchecked: Callable[[sqlite3.Connection], None] | None = (
             None
             if at_head
             else lambda raw: startup.check(raw, options.names, options.busy_timeout, where)
@@ -89,7 +92,7 @@ class SqliteTransport(Transport[E]):
             if self._unchecked is not None:  # SchemaError until the schema is at head
                 self._db.watch.run(self._unchecked, self._db.raw)
                 self._unchecked = None
-            return self._db.watch.run(cast("Call[T]", call), self._db.raw)
+            return self._db.watch.run(sqlite_call(call), self._db.raw)
 
     def wait_for_messages(self, timeout: float) -> bool:
         """Sleep ``timeout`` seconds and return ``False``: a SQLite file tells no other process

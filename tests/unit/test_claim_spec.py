@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from harel_sa import Event, InvalidArgumentTypeError
-from harel_sa.calls import ClaimSpecs, claim_spec
 from harel_sa.schema import MAX_PRIORITY
+from harel_sa.seam import ClaimSpecs, claim_spec
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,11 @@
-"""What every backend shares above its driver: the options, the argument checks and the
-bound operation.
+"""The seam between the rules every backend shares and a dialect.
 
-Each method of :class:`Calls` validates its arguments (raising before anything is written) and
-returns the backend's operation bound to them (a :class:`Bound`), which a transport runs. **The
-seam between the shared rules and a dialect** is :class:`Backend`: the operations and the
-statements factory of one dialect's room (:data:`harel_sa.sqlite.backend.SQLITE`,
-:class:`harel_sa.postgres.backend.PostgresBackend`). :class:`Calls` takes one and never names
-a dialect, so every backend's transports check their arguments with the very same code.
+Each method of :class:`Binder` checks its arguments (raising before anything is written) and
+returns the backend's operation bound to them (a :class:`Bound`), which a transport runs. A
+:class:`Backend` is one dialect's operations for one transport, statements and clock bound at
+open (:class:`harel_sa.sqlite.backend.SqliteBackend`,
+:class:`harel_sa.postgres.backend.PostgresBackend`); :class:`Binder` never names a dialect, so
+every transport checks its arguments with the very same code.
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ from harel_sa.schema import MAX_PRIORITY, Names
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
-#: SQLite's bound operation: called with the sqlite3 connection, it runs its transaction.
-Call = Callable[[Any], T]
 Clock = Callable[[], float]
 Synchronous = Literal["FULL", "NORMAL"]
 #: A message to publish: ``(group_id, event_json, priority, routing_key)``.
@@ -153,70 +150,53 @@ class ClaimSpecs:
         return spec
 
 
-class Bound(Protocol[T_co]):
+class Bound(Generic[T_co]):
     """An operation bound to every argument but what its transport runs it on, typed by the
-    result it gives: SQLite's a :data:`Call` on the connection, PostgreSQL's a program of
-    statements (:class:`harel_sa.postgres.operations.Op`). Each transport knows its own."""
+    result it gives; one transaction when run. Each dialect's operations subclass it (SQLite's
+    :class:`~harel_sa.sqlite.backend.SqliteCall`, PostgreSQL's ``Op`` and ``One``), and each
+    transport takes back its own kind with a checked narrowing, never a cast."""
+
+    __slots__ = ()
 
 
 class Backend(Protocol):
-    """A dialect's operations, as :class:`Calls` binds them: each is given its validated
-    arguments by keyword (``statements`` from :meth:`statements`, the transport's ``clock``,
-    ``None`` for the database server's where the dialect has one) and returns the operation
-    bound, one transaction when run; each promises what the transports' methods of the same
-    name document."""
+    """One transport's dialect operations, its statements and clock bound once at open (the
+    transport's clock, or ``None`` for the database server's where the dialect has one). Each
+    is given its validated arguments and returns the operation bound, one transaction when run;
+    each promises what the transports' methods of the same name document."""
 
-    def statements(self, names: Names) -> Any: ...
-    def publish(self, *, statements: Any, clock: Any, rows: list[Row]) -> Bound[None]: ...
-    def claim(
-        self, *, statements: Any, clock: Any, spec: ClaimSpec
-    ) -> Bound[Lease[Any] | None]: ...
+    @property
+    def clock(self) -> Clock | None:
+        """The transport's clock; ``None``: the database server's."""
+
+    def publish(self, rows: list[Row]) -> Bound[None]: ...
+    def claim(self, spec: ClaimSpec) -> Bound[Lease[Any] | None]: ...
     def ack_and_claim(
-        self, *, statements: Any, clock: Any, lease: Lease[Any], spec: ClaimSpec
+        self, lease: Lease[Any], spec: ClaimSpec
     ) -> Bound[tuple[bool, Lease[Any] | None]]: ...
-    def claim_many(
-        self, *, statements: Any, clock: Any, spec: ClaimSpec, limit: int
-    ) -> Bound[list[Lease[Any]]]: ...
-    def ack_many(self, *, statements: Any, leases: tuple[Lease[Any], ...]) -> Bound[list[bool]]: ...
+    def claim_many(self, spec: ClaimSpec, limit: int) -> Bound[list[Lease[Any]]]: ...
+    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Bound[list[bool]]: ...
     def ack_many_and_claim_many(
-        self,
-        *,
-        statements: Any,
-        clock: Any,
-        leases: tuple[Lease[Any], ...],
-        spec: ClaimSpec,
-        limit: int,
+        self, leases: tuple[Lease[Any], ...], spec: ClaimSpec, limit: int
     ) -> Bound[tuple[list[bool], list[Lease[Any]]]]: ...
-    def ack(self, *, statements: Any, lease: Lease[Any]) -> Bound[bool]: ...
-    def give_back(self, *, statements: Any, lease: Lease[Any]) -> Bound[bool]: ...
-    def nack(
-        self, *, statements: Any, clock: Any, lease: Lease[Any], delay: float
-    ) -> Bound[bool]: ...
-    def extend(
-        self, *, statements: Any, clock: Any, lease: Lease[Any], visibility: float
-    ) -> Bound[bool]: ...
-    def dead_letter(
-        self, *, statements: Any, clock: Any, lease: Lease[Any], reason: str
-    ) -> Bound[bool]: ...
-    def stats(self, *, statements: Any, clock: Any) -> Bound[Stats]: ...
-    def peek(
-        self, *, statements: Any, clock: Any, group_id: str | None, limit: int
-    ) -> Bound[list[QueuedMessage]]: ...
-    def release(self, *, statements: Any, clock: Any, group_id: str | None) -> Bound[int]: ...
-    def purge(self, *, statements: Any, group_id: str) -> Bound[int]: ...
+    def ack(self, lease: Lease[Any]) -> Bound[bool]: ...
+    def give_back(self, lease: Lease[Any]) -> Bound[bool]: ...
+    def nack(self, lease: Lease[Any], delay: float) -> Bound[bool]: ...
+    def extend(self, lease: Lease[Any], visibility: float) -> Bound[bool]: ...
+    def dead_letter(self, lease: Lease[Any], reason: str) -> Bound[bool]: ...
+    def stats(self) -> Bound[Stats]: ...
+    def peek(self, group_id: str | None, limit: int) -> Bound[list[QueuedMessage]]: ...
+    def release(self, group_id: str | None) -> Bound[int]: ...
+    def purge(self, group_id: str) -> Bound[int]: ...
     def dead(
-        self, *, statements: Any, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
+        self, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
     ) -> Bound[list[DeadMessage]]: ...
-    def requeue_dead(
-        self, *, statements: Any, clock: Any, group_id: str | None, seqs: tuple[int, ...] | None
-    ) -> Bound[int]: ...
-    def purge_dead(
-        self, *, statements: Any, group_id: str | None, seqs: tuple[int, ...] | None
-    ) -> Bound[int]: ...
+    def requeue_dead(self, group_id: str | None, seqs: tuple[int, ...] | None) -> Bound[int]: ...
+    def purge_dead(self, group_id: str | None, seqs: tuple[int, ...] | None) -> Bound[int]: ...
 
 
 class Options(Generic[E]):
-    """A transport's settings, checked once at open."""
+    """What every transport is given, checked once at open (a dialect checks its own)."""
 
     def __init__(
         self,
@@ -224,44 +204,43 @@ class Options(Generic[E]):
         clock: Callable[[], float],
         busy_timeout: float,
         event_type: type[E],
-        synchronous: str,
     ) -> None:
         self.names = Names(prefix)
         if not callable(clock):
             raise InvalidArgumentTypeError("clock must be a callable returning epoch seconds")
         if not (isinstance(event_type, type) and issubclass(event_type, BaseModel)):
             raise InvalidArgumentTypeError("event_type must be a pydantic BaseModel subclass")
-        if synchronous not in ("FULL", "NORMAL"):
-            raise InvalidArgumentError(
-                f"synchronous must be 'FULL' or 'NORMAL', not {synchronous!r}"
-            )
         self.clock = clock
         self.busy_timeout = validate.seconds("busy_timeout", busy_timeout, allow_zero=True)
         self.event_type = event_type
-        self.synchronous = synchronous
 
 
-class Calls(Generic[E]):
-    """The transport's operations, validated and bound to ``backend``'s operations, its
-    statements for the options' prefix (built once, here) and ``clock`` (the options' clock;
-    ``None``, where the backend has one, the database server's)."""
+def synchronous(value: object) -> Synchronous:
+    """SQLite's ``synchronous`` option, checked."""
+    if value == "FULL" or value == "NORMAL":
+        return value
+    raise InvalidArgumentError(f"synchronous must be 'FULL' or 'NORMAL', not {value!r}")
 
-    def __init__(self, options: Options[E], backend: Backend, clock: Clock | None) -> None:
+
+class Binder(Generic[E]):
+    """The transport's operations: each call's arguments checked (the same code for every
+    dialect, raising before anything is written), then bound to ``backend``'s operation."""
+
+    def __init__(self, options: Options[E], backend: Backend) -> None:
         self.options = options
         self.backend = backend
-        self.statements = backend.statements(options.names)
-        self.clock = clock
         self.claim_spec = ClaimSpecs(options.event_type)
 
     def publish(
         self, group_id: object, event: object, priority: object, routing_key: object
     ) -> Bound[None]:
         row = message_row(self.options.event_type, group_id, event, priority, routing_key)
-        return self.backend.publish(statements=self.statements, clock=self.clock, rows=[row])
+        return self.backend.publish([row])
 
     def publish_many(self, items: object, priority: object, routing_key: object) -> Bound[None]:
-        rows = message_rows(self.options.event_type, items, priority, routing_key)
-        return self.backend.publish(statements=self.statements, clock=self.clock, rows=rows)
+        return self.backend.publish(
+            message_rows(self.options.event_type, items, priority, routing_key)
+        )
 
     def claim(
         self,
@@ -272,7 +251,7 @@ class Calls(Generic[E]):
         max_deliveries: object,
     ) -> Bound[Lease[E] | None]:
         spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
-        return self.backend.claim(statements=self.statements, clock=self.clock, spec=spec)
+        return self.backend.claim(spec)
 
     def ack_and_claim(
         self,
@@ -284,12 +263,7 @@ class Calls(Generic[E]):
         max_deliveries: object,
     ) -> Bound[tuple[bool, Lease[E] | None]]:
         spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
-        return self.backend.ack_and_claim(
-            statements=self.statements,
-            clock=self.clock,
-            lease=validate.lease(lease),
-            spec=spec,
-        )
+        return self.backend.ack_and_claim(validate.lease(lease), spec)
 
     def claim_many(
         self,
@@ -301,15 +275,10 @@ class Calls(Generic[E]):
         max_deliveries: object,
     ) -> Bound[list[Lease[E]]]:
         spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
-        return self.backend.claim_many(
-            statements=self.statements,
-            clock=self.clock,
-            spec=spec,
-            limit=validate.limit(limit),
-        )
+        return self.backend.claim_many(spec, validate.limit(limit))
 
     def ack_many(self, leases: object) -> Bound[list[bool]]:
-        return self.backend.ack_many(statements=self.statements, leases=validate.leases(leases))
+        return self.backend.ack_many(validate.leases(leases))
 
     def ack_many_and_claim_many(
         self,
@@ -323,86 +292,49 @@ class Calls(Generic[E]):
     ) -> Bound[tuple[list[bool], list[Lease[E]]]]:
         spec = self.claim_spec(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         return self.backend.ack_many_and_claim_many(
-            statements=self.statements,
-            clock=self.clock,
-            leases=validate.leases(leases),
-            spec=spec,
-            limit=validate.limit(limit),
+            validate.leases(leases), spec, validate.limit(limit)
         )
 
     def ack(self, lease: object) -> Bound[bool]:
-        return self.backend.ack(statements=self.statements, lease=validate.lease(lease))
+        return self.backend.ack(validate.lease(lease))
 
     def give_back(self, lease: Lease[E]) -> Bound[bool]:
-        return self.backend.give_back(statements=self.statements, lease=lease)
+        return self.backend.give_back(lease)
 
     def nack(self, lease: object, delay: object) -> Bound[bool]:
         return self.backend.nack(
-            statements=self.statements,
-            clock=self.clock,
-            lease=validate.lease(lease),
-            delay=validate.seconds("delay", delay, allow_zero=True),
+            validate.lease(lease), validate.seconds("delay", delay, allow_zero=True)
         )
 
     def extend(self, lease: object, visibility: object) -> Bound[bool]:
         return self.backend.extend(
-            statements=self.statements,
-            clock=self.clock,
-            lease=validate.lease(lease),
-            visibility=validate.seconds("visibility", visibility, allow_zero=False),
+            validate.lease(lease), validate.seconds("visibility", visibility, allow_zero=False)
         )
 
     def dead_letter(self, lease: object, reason: object) -> Bound[bool]:
         return self.backend.dead_letter(
-            statements=self.statements,
-            clock=self.clock,
-            lease=validate.lease(lease),
-            reason=validate.required_text("reason", reason),
+            validate.lease(lease), validate.required_text("reason", reason)
         )
 
     def stats(self) -> Bound[Stats]:
-        return self.backend.stats(statements=self.statements, clock=self.clock)
+        return self.backend.stats()
 
     def peek(self, group_id: object, limit: object) -> Bound[list[QueuedMessage]]:
-        return self.backend.peek(
-            statements=self.statements,
-            clock=self.clock,
-            group_id=validate.group_filter(group_id),
-            limit=validate.limit(limit),
-        )
+        return self.backend.peek(validate.group_filter(group_id), validate.limit(limit))
 
     def release(self, group_id: object) -> Bound[int]:
-        return self.backend.release(
-            statements=self.statements,
-            clock=self.clock,
-            group_id=validate.group_filter(group_id),
-        )
+        return self.backend.release(validate.group_filter(group_id))
 
     def purge(self, group_id: object) -> Bound[int]:
-        return self.backend.purge(
-            statements=self.statements,
-            group_id=validate.group_id(group_id),
-        )
+        return self.backend.purge(validate.group_id(group_id))
 
     def dead(self, group_id: object, seqs: object, limit: object) -> Bound[list[DeadMessage]]:
         return self.backend.dead(
-            statements=self.statements,
-            group_id=validate.group_filter(group_id),
-            seqs=validate.seqs(seqs),
-            limit=validate.limit(limit),
+            validate.group_filter(group_id), validate.seqs(seqs), validate.limit(limit)
         )
 
     def requeue_dead(self, group_id: object, seqs: object) -> Bound[int]:
-        return self.backend.requeue_dead(
-            statements=self.statements,
-            clock=self.clock,
-            group_id=validate.group_filter(group_id),
-            seqs=validate.seqs(seqs),
-        )
+        return self.backend.requeue_dead(validate.group_filter(group_id), validate.seqs(seqs))
 
     def purge_dead(self, group_id: object, seqs: object) -> Bound[int]:
-        return self.backend.purge_dead(
-            statements=self.statements,
-            group_id=validate.group_filter(group_id),
-            seqs=validate.seqs(seqs),
-        )
+        return self.backend.purge_dead(validate.group_filter(group_id), validate.seqs(seqs))
