@@ -11,13 +11,11 @@ no connection of its own."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic
 
 from pydantic import BaseModel
-from sqlalchemy import Connection, Engine, TextClause, text
+from sqlalchemy import Connection, Engine
 from sqlalchemy import event as events
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
@@ -30,29 +28,9 @@ from sqlalchemy.orm import Session, scoped_session
 from harel_sa import validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Event, Lease
-from harel_sa.rules import MAX_ERROR
+from harel_sa.outbox_plans import Plan, Program, Query, adrive, drive, plan_for, sync_executor
 from harel_sa.schema import DEFAULT_PREFIX, Names
-from harel_sa.seam import Row, message_row, message_rows
-
-
-@dataclass(slots=True)
-class Query:
-    """One statement of a program and its parameters (named)."""
-
-    statement: Any
-    params: dict[str, Any]
-
-
-@dataclass(slots=True)
-class Result:
-    rows: list[tuple[Any, ...]]
-    rowcount: int
-
-    def one(self) -> tuple[Any, ...]:
-        return self.rows[0]
-
-
-Program = Generator[Any, Result, Any]
+from harel_sa.seam import message_row, message_rows
 
 
 class Outbox(Generic[E]):
@@ -80,7 +58,7 @@ class Outbox(Generic[E]):
         self.event_type = event_type
         self.clock = clock
         self.same_database = same_database
-        self._plans: dict[str, _Plan] = {}
+        self._plans: dict[str, Plan] = {}
 
     @property
     def prefix(self) -> str:
@@ -135,26 +113,26 @@ class Outbox(Generic[E]):
         why = validate.required_text("reason", reason)
         return bool(self._run(connection, lambda plan: plan.dead_letter(checked, why)))
 
-    def _run(self, connection: object, make: Callable[[_Plan], Program]) -> Any:
+    def _run(self, connection: object, make: Callable[[Plan], Program]) -> Any:
         conn = _sync_connection(connection)
         plan = self._plan(conn.dialect.name)
-        execute = _sync_executor(conn)
+        execute = sync_executor(conn)
         if not conn.info.get(self._checked(plan)):
-            _drive(self._check(plan), execute)
+            drive(self._check(plan), execute)
             conn.info[self._checked(plan)] = True
-        return _drive(make(plan), execute)
+        return drive(make(plan), execute)
 
-    def _plan(self, dialect: str) -> _Plan:
+    def _plan(self, dialect: str) -> Plan:
         plan = self._plans.get(dialect)
         if plan is None:
-            plan = self._plans[dialect] = _plan_for(self.names, dialect, self.clock)
+            plan = self._plans[dialect] = plan_for(self.names, dialect, self.clock)
         return plan
 
-    def _checked(self, plan: _Plan) -> str:
+    def _checked(self, plan: Plan) -> str:
         """The key, in a DBAPI connection's ``info``, that says it passed :meth:`_check`."""
         return f"harel_sa.outbox.{id(self)}.{plan.checked}"
 
-    def _check(self, plan: _Plan) -> Program:
+    def _check(self, plan: Plan) -> Program:
         """Refuse, before anything is written, a connection whose settings would lose a commit,
         or (with ``same_database``) one to another database."""
         yield from plan.check_program()
@@ -218,14 +196,14 @@ class AsyncOutbox(Outbox[E]):
         why = validate.required_text("reason", reason)
         return bool(await self._arun(connection, lambda plan: plan.dead_letter(checked, why)))
 
-    async def _arun(self, connection: object, make: Callable[[_Plan], Program]) -> Any:
+    async def _arun(self, connection: object, make: Callable[[Plan], Program]) -> Any:
         conn = await _async_connection(connection)
         plan = self._plan(conn.dialect.name)
         info = conn.sync_connection.info if conn.sync_connection is not None else {}
         if not info.get(self._checked(plan)):
-            await _adrive(self._check(plan), conn)
+            await adrive(self._check(plan), conn)
             info[self._checked(plan)] = True
-        return await _adrive(make(plan), conn)
+        return await adrive(make(plan), conn)
 
 
 def sqlite_transactions(engine: Engine | AsyncEngine, *, busy_timeout: float = 5.0) -> None:
@@ -289,219 +267,3 @@ async def _async_connection(connection: object) -> AsyncConnection:
 
 
 # -- running a program ----------------------------------------------------------------------
-
-Executor = Callable[[TextClause, dict[str, Any]], Result]
-
-
-def _sync_executor(conn: Connection) -> Executor:
-    def execute(statement: TextClause, params: dict[str, Any]) -> Result:
-        return _result(conn.execute(statement, params))
-
-    return execute
-
-
-def _result(done: Any) -> Result:
-    """A statement's rows, and how many rows it changed or returned (a statement that returns
-    rows, ``UPDATE ... RETURNING`` or a ``SELECT`` over one, counts those, as the transports'
-    own drivers count them)."""
-    if done.returns_rows:
-        rows = [tuple(r) for r in done]
-        return Result(rows, len(rows))
-    return Result([], done.rowcount)
-
-
-def _drive(program: Program, execute: Executor) -> Any:
-    try:
-        query = next(program)
-        while True:
-            query = program.send(execute(query.statement, query.params))
-    except StopIteration as done:
-        return done.value
-
-
-async def _adrive(program: Program, conn: AsyncConnection) -> Any:
-    try:
-        query = next(program)
-        while True:
-            query = program.send(_result(await conn.execute(query.statement, query.params)))
-    except StopIteration as stopped:
-        return stopped.value
-
-
-# -- the dialects' programs -----------------------------------------------------------------
-
-
-class _Plan:
-    """One dialect's writes under one prefix, as programs of ``text()`` statements: the
-    dialect's own (:mod:`harel_sa.sqlite.statements`, :mod:`harel_sa.postgres.statements`),
-    turned once per prefix into Core constructs. On PostgreSQL a publish's ``NOTIFY`` rides the
-    transaction: idle workers wake at its commit."""
-
-    checked: str  # the dialect and prefix, in the key that marks a connection checked
-
-    def publish(self, rows: list[Row]) -> Program:
-        raise NotImplementedError
-
-    def ack(self, lease: Lease[Any]) -> Program:
-        raise NotImplementedError
-
-    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Program:
-        raise NotImplementedError
-
-    def nack(self, lease: Lease[Any], delay: float) -> Program:
-        raise NotImplementedError
-
-    def dead_letter(self, lease: Lease[Any], reason: str) -> Program:
-        raise NotImplementedError
-
-    #: What a connection says of its database (compared by a transport's ``same_database``).
-    identity: TextClause
-
-    def check_program(self) -> Program:
-        """Refuse a connection whose settings would lose what the caller believes committed."""
-        yield from ()
-
-
-def _plan_for(names: Names, dialect: str, clock: Callable[[], float] | None) -> _Plan:
-    if dialect == "sqlite":
-        return _SqlitePlan(names, clock or time.time)
-    if dialect == "postgresql":
-        return _PostgresPlan(names, clock)
-    raise InvalidArgumentError(
-        f"harel_sa keeps its queue on SQLite or PostgreSQL, not on {dialect!r}"
-    )
-
-
-class _SqlitePlan(_Plan):
-    def __init__(self, names: Names, clock: Callable[[], float]) -> None:
-        from harel_sa.sqlite.statements import statements_for
-
-        st = statements_for(names)
-        self.clock = clock
-        self.checked = f"harel_sa.outbox.sqlite.{names.prefix}"
-        named = {
-            key: value.clause
-            for key, value in {
-                "insert_message": st.insert_message,
-                "insert_group": st.insert_group,
-                "delete_leased": st.delete_leased,
-                "drop_group_if_empty": st.drop_group_if_empty,
-                "release_lease": st.release_lease,
-                "park": st.park,
-                "move_group_to_park_end": st.move_group_to_park_end,
-                "holds_lease": st.holds_lease,
-                "copy_to_dead": st.copy_to_dead,
-                "delete_message": st.delete_message,
-                "drop_group_of_dead": st.drop_group_of_dead,
-            }.items()
-        }
-        self.st = named
-        self.settings = text("SELECT * FROM pragma_synchronous, pragma_journal_mode")
-        self.identity = text("SELECT file FROM pragma_database_list WHERE name = 'main'")
-
-    def publish(self, rows: list[Row]) -> Program:
-        now = self.clock()
-        for group_id, event, priority, routing_key in rows:
-            yield Query(
-                self.st["insert_message"], {"group_id": group_id, "event": event, "now": now}
-            )
-            yield Query(
-                self.st["insert_group"],
-                {"group_id": group_id, "priority": priority, "routing_key": routing_key},
-            )
-
-    def ack(self, lease: Lease[Any]) -> Program:
-        fence = {"seq": lease.seq, "locked_by": lease.locked_by}
-        if (yield Query(self.st["delete_leased"], fence)).rowcount != 1:
-            return False
-        yield Query(self.st["drop_group_if_empty"], {"group_id": lease.group_id})
-        return True
-
-    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Program:
-        took = []
-        for lease in leases:
-            took.append((yield from self.ack(lease)))
-        return took
-
-    def nack(self, lease: Lease[Any], delay: float) -> Program:
-        fence = {"seq": lease.seq, "locked_by": lease.locked_by}
-        if delay == 0:
-            return (yield Query(self.st["release_lease"], fence)).rowcount == 1
-        until = self.clock() + delay
-        if (yield Query(self.st["park"], {**fence, "until": until})).rowcount != 1:
-            return False
-        yield Query(self.st["move_group_to_park_end"], {"until": until, "group_id": lease.group_id})
-        return True
-
-    def dead_letter(self, lease: Lease[Any], reason: str) -> Program:
-        fence = {"seq": lease.seq, "locked_by": lease.locked_by}
-        if not (yield Query(self.st["holds_lease"], fence)).rows:
-            return False
-        by_seq = {"seq": lease.seq}
-        yield Query(
-            self.st["copy_to_dead"], {**by_seq, "error": reason[:MAX_ERROR], "now": self.clock()}
-        )
-        yield Query(self.st["delete_message"], by_seq)
-        yield Query(self.st["drop_group_of_dead"], by_seq)
-        return True
-
-    def check_program(self) -> Program:
-        synchronous, journal = (yield Query(self.settings, {})).one()
-        if int(synchronous) == 0 or str(journal).lower() in ("off", "memory"):
-            raise InvalidArgumentError(
-                f"this SQLite connection has synchronous={synchronous} and "
-                f"journal_mode={journal}: a commit there can be lost (OFF) or left half-done "
-                "(no journal); harel_sa writes only where a commit is durable"
-            )
-
-
-class _PostgresPlan(_Plan):
-    """PostgreSQL's own operations (:mod:`harel_sa.postgres.operations`), each statement
-    the ``text()`` construct its ``$n`` form was compiled from."""
-
-    def __init__(self, names: Names, clock: Callable[[], float] | None) -> None:
-        from harel_sa.postgres import operations
-        from harel_sa.postgres.statements import IDENTITY, statements_for
-
-        self.ops = operations
-        self.clock = clock
-        self.st = statements_for(names, clock is None)
-        self.identity = text(IDENTITY)
-        self.checked = f"harel_sa.outbox.postgresql.{names.prefix}"
-
-    def _program(self, call: Any) -> Program:
-        if isinstance(call, self.ops.One):
-            return call.read(self._result((yield self._query(call.query))))
-        program = call.start()
-        try:
-            query = next(program)
-            while True:
-                query = program.send(self._result((yield self._query(query))))
-        except StopIteration as done:
-            return done.value
-
-    def _result(self, result: Result) -> Any:
-        return self.ops.Result(result.rows, result.rowcount)
-
-    def _query(self, query: Any) -> Query:
-        return Query(query.statement.clause, query.params)
-
-    def publish(self, rows: list[Row]) -> Program:
-        return self._program(self.ops.publish(self.st, self.clock, rows))
-
-    def ack(self, lease: Lease[Any]) -> Program:
-        return self._program(self.ops.ack(self.st, lease))
-
-    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Program:
-        # One ack after the other, as the batch statement acts (its keys array mixes seqs and
-        # holders, which only the transport's own binary dumping sends).
-        took = []
-        for lease in leases:
-            took.append((yield from self.ack(lease)))
-        return took
-
-    def nack(self, lease: Lease[Any], delay: float) -> Program:
-        return self._program(self.ops.nack(self.st, self.clock, lease, delay))
-
-    def dead_letter(self, lease: Lease[Any], reason: str) -> Program:
-        return self._program(self.ops.dead_letter(self.st, self.clock, lease, reason))

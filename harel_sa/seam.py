@@ -195,6 +195,35 @@ class Backend(Protocol):
     def purge_dead(self, group_id: str | None, seqs: tuple[int, ...] | None) -> Bound[int]: ...
 
 
+class QueueStatements(Protocol):
+    """What both dialects' statements name alike: one name per action, whatever SQL each
+    dialect spells it with (each dialect adds the statements of its own algorithms)."""
+
+    names: Names
+    give_back: object  # undo a claim its caller never received
+    park: object  # nack(delay > 0)
+    free: object  # nack(0)
+    extend: object
+    counts: object  # messages, in flight, parked
+    group_count: object
+    dead_count: object
+    oldest: object
+    oldest_ready: object
+    by_priority: object
+    by_routing_key: object
+    published: object
+    by_worker: object
+    peek: object
+    end_parks: object  # release()
+    return_parked_groups: object  # release(): the groups' turn, back to now
+    purge_messages: object
+    purge_group: object
+    dead: object
+    requeue: object
+    requeue_groups: object
+    purge_dead: object
+
+
 class Options(Generic[E]):
     """What every transport is given, checked once at open (a dialect checks its own)."""
 

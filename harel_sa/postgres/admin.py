@@ -6,11 +6,11 @@ by either driver. Reads run in one snapshot (``stats``) or one statement, so the
 
 from __future__ import annotations
 
-import math
 from functools import partial
 from typing import Any
 
-from harel_sa.models import DeadMessage, PriorityBucket, QueuedMessage, RoutingBucket, Stats
+from harel_sa import rows
+from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.postgres.operations import (
     SNAPSHOT,
     WRITE,
@@ -21,7 +21,6 @@ from harel_sa.postgres.operations import (
     now_param,
 )
 from harel_sa.postgres.statements import Statements
-from harel_sa.rules import PARKED
 from harel_sa.validate import no_nul
 
 
@@ -34,33 +33,19 @@ def _stats(st: Statements, clock: Clock) -> Program[Stats]:
     messages, in_flight, parked, now = (yield Query(st.counts, at)).one()
     oldest = (yield Query(st.oldest, {})).rows
     ready = (yield Query(st.oldest_ready, at)).rows
-    groups = (yield Query(st.group_count, {})).one()[0]
-    dead = (yield Query(st.dead_count, {})).one()[0]
-    by_priority = (yield Query(st.by_priority, {})).rows
-    by_key = (yield Query(st.by_routing_key, {})).rows
-    published = (yield Query(st.published, {})).one()[0]
-    by_worker = (yield Query(st.by_worker, at)).rows
-    return Stats(
+    return rows.stats(
+        rows.as_is,
         now=now,
-        messages=messages,
-        groups=groups,
-        in_flight=in_flight,
-        parked=parked,
-        dead=dead,
-        oldest_age=_age(oldest, now),
-        by_priority=[PriorityBucket(priority=p, groups=g, messages=m) for p, g, m in by_priority],
-        by_routing_key=[RoutingBucket(routing_key=k, groups=g, messages=m) for k, g, m in by_key],
-        ready=messages - in_flight - parked,
-        oldest_ready_age=_age(ready, now),
-        published=published,
-        leases_by_worker={str(w): n for w, n in by_worker},
+        counts=(messages, in_flight, parked),
+        groups=(yield Query(st.group_count, {})).one()[0],
+        dead=(yield Query(st.dead_count, {})).one()[0],
+        oldest=oldest[0][0] if oldest else None,
+        oldest_ready=ready[0][0] if ready else None,
+        by_priority=(yield Query(st.by_priority, {})).rows,
+        by_routing_key=(yield Query(st.by_routing_key, {})).rows,
+        published=(yield Query(st.published, {})).one()[0],
+        by_worker=(yield Query(st.by_worker, at)).rows,
     )
-
-
-def _age(rows: list[tuple[Any, ...]], now: float) -> float | None:
-    if not rows or rows[0][0] is None:  # an empty queue, or a row another program wrote
-        return None
-    return float(now - rows[0][0])
 
 
 def peek(
@@ -74,30 +59,15 @@ def _peek(
     st: Statements, clock: Clock, group_id: str | None, limit: int
 ) -> Program[list[QueuedMessage]]:
     found = yield Query(st.peek, {"group_id": group_id, "limit": limit, "now": now_param(clock)})
-    return [
-        QueuedMessage(
-            seq=seq,
-            group_id=group,
-            event=event,
-            state=_state(locked_by, _number(expiry), now),
-            locked_by=locked_by,
-            lock_expiry=_number(expiry),
-            deliveries=deliveries,
-        )
-        for seq, group, event, locked_by, expiry, deliveries, now in found.rows
-    ]
+    return rows.queued(
+        rows.as_is,
+        [(*row[:6], _live(row[3], rows.expiry_of(row[4]), row[6])) for row in found.rows],
+    )
 
 
-def _number(expiry: float | None) -> float | None:
-    """An expiry as the models show it: NaN (which only PostgreSQL stores) is no number."""
-    return None if expiry is None or math.isnan(expiry) else expiry
-
-
-def _state(locked_by: str | None, expiry: float | None, now: float) -> Any:
+def _live(locked_by: str | None, expiry: float | None, now: float) -> bool:
     # As the claim reads a row (statements.live_lease): no expiry has lapsed.
-    if locked_by is None or expiry is None or expiry < now:
-        return "ready"
-    return "parked" if locked_by == PARKED else "leased"
+    return locked_by is not None and expiry is not None and expiry >= now
 
 
 def release(statements: Statements, clock: Clock, group_id: str | None) -> Op[int]:
@@ -107,8 +77,8 @@ def release(statements: Statements, clock: Clock, group_id: str | None) -> Op[in
 
 def _release(st: Statements, clock: Clock, group_id: str | None) -> Program[int]:
     params = {"group_id": group_id, "now": now_param(clock)}
-    released = (yield Query(st.release, params)).rowcount
-    yield Query(st.undefer, params)
+    released = (yield Query(st.end_parks, params)).rowcount
+    yield Query(st.return_parked_groups, params)
     if released:
         yield Query(st.notify, {})
     return released
@@ -139,19 +109,7 @@ def _dead(
     st: Statements, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
 ) -> Program[list[DeadMessage]]:
     found = yield Query(st.dead, {**_pick(group_id, seqs), "limit": limit})
-    return [
-        DeadMessage(
-            seq=r[0],
-            group_id=r[1],
-            event=r[2],
-            error=r[3],
-            dead_at=r[4],
-            deliveries=r[5],
-            priority=r[6],
-            routing_key=r[7],
-        )
-        for r in found.rows
-    ]
+    return rows.dead_messages(rows.as_is, found.rows)
 
 
 def requeue_dead(

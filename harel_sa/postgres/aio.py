@@ -16,6 +16,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from harel_sa import validate
+from harel_sa.async_transports import AsyncTransport
 from harel_sa.cancels import Finished, settled
 from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event, Lease
@@ -29,7 +30,6 @@ from harel_sa.postgres.transport import PoolSettings, PostgresTransport, options
 from harel_sa.postgres.wire import AsyncConnection, Wire
 from harel_sa.schema import DEFAULT_PREFIX
 from harel_sa.seam import Binder, Bound, Options
-from harel_sa.transports import AsyncTransport
 
 T = TypeVar("T")
 

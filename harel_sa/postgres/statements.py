@@ -248,12 +248,12 @@ class Statements:
             f"SELECT seq, group_id, event, locked_by, lock_expiry, deliveries, {now} FROM {m} "
             f"WHERE {group} ORDER BY seq LIMIT :limit"
         )
-        self.release = positional(
+        self.end_parks = positional(
             f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL "
             f"WHERE locked_by = '{PARKED}' AND {group}"
         )
         # Parks dated their groups forward (``park``); bring them back to now.
-        self.undefer = positional(
+        self.return_parked_groups = positional(
             f"UPDATE {g} SET last_claimed_at = {now} WHERE last_claimed_at > {now} AND {group}"
         )
         # The group row first: a publish racing the purge either commits before (its message

@@ -10,17 +10,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import UTC, datetime
 
-from harel_sa.models import (
-    DeadMessage,
-    MessageState,
-    PriorityBucket,
-    QueuedMessage,
-    RoutingBucket,
-    Stats,
-)
-from harel_sa.rules import PARKED
+from harel_sa import rows
+from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.seam import Clock
 from harel_sa.sqlite.driver import immediate_transaction, read_transaction
 from harel_sa.sqlite.statements import Statements
@@ -29,32 +21,20 @@ from harel_sa.sqlite.statements import Statements
 def stats(conn: sqlite3.Connection, statements: Statements, clock: Clock) -> Stats:
     with read_transaction(conn):
         now = clock()
-        messages, in_flight, parked = conn.execute(statements.counts, {"now": now}).fetchone()
         created = conn.execute(statements.oldest).fetchone()
         ready = conn.execute(statements.oldest_ready, {"now": now}).fetchone()
-        return Stats(
+        return rows.stats(
+            rows.shown,
             now=now,
-            messages=messages,
+            counts=conn.execute(statements.counts, {"now": now}).fetchone(),
             groups=conn.execute(statements.group_count).fetchone()[0],
-            in_flight=in_flight,
-            parked=parked,
             dead=conn.execute(statements.dead_count).fetchone()[0],
-            oldest_age=_age(created[0] if created else None, now),
-            by_priority=[
-                PriorityBucket(priority=p, groups=g, messages=m)
-                for p, g, m in conn.execute(statements.by_priority)
-            ],
-            by_routing_key=[
-                RoutingBucket(routing_key=shown(k), groups=g, messages=m)
-                for k, g, m in conn.execute(statements.by_routing_key)
-            ],
-            ready=messages - in_flight - parked,
-            oldest_ready_age=_age(ready[0] if ready else None, now),
+            oldest=created[0] if created else None,
+            oldest_ready=ready[0] if ready else None,
+            by_priority=conn.execute(statements.by_priority),
+            by_routing_key=conn.execute(statements.by_routing_key),
             published=_published(conn, statements),
-            leases_by_worker={
-                shown(worker) or "": n
-                for worker, n in conn.execute(statements.by_worker, {"now": now})
-            },
+            by_worker=conn.execute(statements.by_worker, {"now": now}),
         )
 
 
@@ -65,52 +45,13 @@ def _published(conn: sqlite3.Connection, statements: Statements) -> int:
         return 0
 
 
-def _age(created: object, now: float) -> float | None:
-    """Seconds since ``created`` (epoch seconds, or an ISO-8601 time as bytes; naive is UTC)."""
-    if isinstance(created, int | float):
-        return now - float(created)
-    if isinstance(created, bytes):
-        try:
-            when = datetime.fromisoformat(created.decode())
-        except ValueError:
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        return now - when.timestamp()
-    return None
-
-
-def shown(value: bytes | None) -> str | None:
-    """Stored text as ``str``: bytes that are not UTF-8 appear as ``\\xNN`` escapes."""
-    return None if value is None else value.decode("utf-8", "backslashreplace")
-
-
 def peek(
     conn: sqlite3.Connection, statements: Statements, clock: Clock, group_id: str | None, limit: int
 ) -> list[QueuedMessage]:
     """The next ``limit`` messages of ``group_id`` (or of the queue, oldest first), unclaimed."""
     with read_transaction(conn):
         params = {"group_id": group_id, "limit": limit, "now": clock()}
-        rows = conn.execute(statements.peek, params).fetchall()
-    return [
-        QueuedMessage(
-            seq=seq,
-            group_id=shown(group) or "",
-            event=shown(event) or "",
-            state=_state(locked_by, live),
-            locked_by=shown(locked_by),
-            lock_expiry=expiry,
-            deliveries=deliveries,
-        )
-        for seq, group, event, locked_by, expiry, deliveries, live in rows
-    ]
-
-
-def _state(locked_by: bytes | None, live: int) -> MessageState:
-    # Live or lapsed as the claim reads a row (statements.live_lease, computed in the select).
-    if not live:
-        return "ready"
-    return "parked" if locked_by == PARKED.encode() else "leased"
+        return rows.queued(rows.shown, conn.execute(statements.peek, params).fetchall())
 
 
 def release(
@@ -143,20 +84,8 @@ def dead(
     limit: int,
 ) -> list[DeadMessage]:
     with read_transaction(conn):
-        rows = conn.execute(statements.dead, {**_pick(group_id, seqs), "limit": limit}).fetchall()
-    return [
-        DeadMessage(
-            seq=r[0],
-            group_id=shown(r[1]) or "",
-            event=shown(r[2]) or "",
-            error=shown(r[3]) or "",
-            dead_at=r[4],
-            deliveries=r[5],
-            priority=r[6],
-            routing_key=shown(r[7]),
-        )
-        for r in rows
-    ]
+        found = conn.execute(statements.dead, {**_pick(group_id, seqs), "limit": limit})
+        return rows.dead_messages(rows.shown, found.fetchall())
 
 
 def requeue_dead(
@@ -175,7 +104,7 @@ def requeue_dead(
     with immediate_transaction(conn):
         moved = conn.execute(statements.requeue, {**params, "now": clock()}).rowcount
         conn.execute(statements.requeue_groups, params)
-        conn.execute(statements.delete_dead, params)
+        conn.execute(statements.purge_dead, params)
         return moved
 
 
@@ -186,4 +115,4 @@ def purge_dead(
     seqs: tuple[int, ...] | None,
 ) -> int:
     with immediate_transaction(conn):
-        return conn.execute(statements.delete_dead, _pick(group_id, seqs)).rowcount
+        return conn.execute(statements.purge_dead, _pick(group_id, seqs)).rowcount

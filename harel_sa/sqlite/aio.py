@@ -23,6 +23,7 @@ import aiosqlite
 from sqlalchemy import Engine
 
 from harel_sa import validate
+from harel_sa.async_transports import AsyncTransport
 from harel_sa.cancels import shielded
 from harel_sa.errors import InvalidArgumentError, TransportClosedError
 from harel_sa.events import E, Event
@@ -42,7 +43,6 @@ from harel_sa.sqlite.connection import (
 from harel_sa.sqlite.driver import storage_errors
 from harel_sa.sqlite.transport import SqliteTransport
 from harel_sa.sqlite.watch import Watch, abandon
-from harel_sa.transports import AsyncTransport
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine

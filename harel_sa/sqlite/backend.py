@@ -6,7 +6,6 @@ each operation comes back as a :class:`SqliteCall`, which the transport hands it
 
 from __future__ import annotations
 
-import sqlite3
 from functools import partial
 from typing import Any, TypeVar
 
@@ -33,11 +32,6 @@ def sqlite_call(bound: Bound[T]) -> SqliteCall[T]:
     if isinstance(bound, SqliteCall):
         return bound
     raise TypeError(f"not a SQLite operation: {type(bound).__name__}")
-
-
-def run_on(conn: sqlite3.Connection, bound: Bound[T]) -> T:
-    """Run ``bound`` on ``conn`` (for a caller without a transport's driver)."""
-    return sqlite_call(bound)(conn)
 
 
 class SqliteBackend:

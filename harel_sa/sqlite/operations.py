@@ -280,7 +280,7 @@ def nack(
     fence = (lease.seq, lease.locked_by)
     with immediate_transaction(conn):
         if delay == 0:
-            return conn.execute(statements.release_lease, fence).rowcount == 1
+            return conn.execute(statements.free, fence).rowcount == 1
         until = clock() + delay
         if conn.execute(statements.park, (*fence, until)).rowcount != 1:
             return False

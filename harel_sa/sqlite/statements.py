@@ -198,7 +198,7 @@ class Statements:
             f"UPDATE {g} SET last_claimed_at = :until WHERE group_id = :group_id",
             *("until", "group_id"),
         )
-        self.release_lease = positional(
+        self.free = positional(
             f"UPDATE {m} SET locked_by = NULL, lock_expiry = NULL {fence}", "seq", "locked_by"
         )
         self.extend = positional(
@@ -318,7 +318,7 @@ class Statements:
             f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "
             f"SELECT group_id, priority, routing_key FROM {d} WHERE {pick} ORDER BY seq"
         )
-        self.delete_dead = named(f"DELETE FROM {d} WHERE {pick}")
+        self.purge_dead = named(f"DELETE FROM {d} WHERE {pick}")
 
     def claim(self, min_priority: int, keys: int) -> Compiled:
         """The select of a claim: the head of the first group, in round-robin order, that has
