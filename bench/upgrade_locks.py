@@ -25,7 +25,7 @@ from typing import Any
 
 from common import DASH, Config, table
 
-from harel_sa import SqliteTransport, frozen
+from harel_sa import SqliteTransport, revision_sql
 from harel_sa import migrations as mig
 
 
@@ -105,7 +105,7 @@ def run(cfg: Config) -> dict[str, Any]:
     rows = []
     stepwise = cfg.fresh("upgrade-stepwise")
     shutil.copyfile(base, stepwise)
-    for revision, _ in frozen.REVISIONS:
+    for revision, _ in revision_sql.REVISIONS:
         took, longest = held(stepwise, lambda r=revision: mig.upgrade(stepwise, revision=r))
         rows.append([f"`{revision}` alone", took, longest])
     whole = cfg.fresh("upgrade-whole")

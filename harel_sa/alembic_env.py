@@ -5,7 +5,7 @@ table (``<prefix>_transport_alembic_version``) and, online, makes the whole run 
 transaction: ``BEGIN IMMEDIATE`` on SQLite; on PostgreSQL (transactional DDL) one transaction
 holding an advisory lock on the prefix, so concurrent upgrades serialize. It refuses to work on
 a prefix whose revision the host's Alembic history keeps (that would start a second record: see
-:mod:`harel_sa.state`).
+:mod:`harel_sa.revision_state`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from sqlalchemy import (
 
 from harel_sa.postgres.connect import CLIENT_ENCODING, is_postgresql, set_up
 from harel_sa.postgres.startup import wait_for_turn
+from harel_sa.revision_state import PIPELINE, read
 from harel_sa.schema import DEFAULT_PREFIX, Names, metadata, migration_lock, on_dialect
 from harel_sa.sqlite.connection import sqlite_url
-from harel_sa.state import PIPELINE, read
 
 PREFIX_OPTION = "harel_sa_prefix"
 #: ``Config.attributes`` key the revisions read: a downgrade that destroys rows goes on.

@@ -2,7 +2,7 @@
 
 Standalone mode: each prefix records its revision in its own version table. Reading
 (:func:`current`, :func:`check`, :func:`state`) opens the file read-only (``mode=ro``) and goes
-through :func:`harel_sa.state.read`, exactly as a transport's start-up does.
+through :func:`harel_sa.revision_state.read`, exactly as a transport's start-up does.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from alembic.util import CommandError
 from harel_sa.alembic_env import FORCE_OPTION, PREFIX_OPTION, migration_url, sync_url
 from harel_sa.errors import InvalidArgumentError
 from harel_sa.postgres.connect import is_postgresql
+from harel_sa.revision_state import State
 from harel_sa.schema import DEFAULT_PREFIX, Names
 from harel_sa.sqlite.startup import read_target
-from harel_sa.state import State
 
 #: Where the revisions are, as a package resource for a host's ``version_locations``.
 VERSION_LOCATION = "harel_sa.migrations:versions"

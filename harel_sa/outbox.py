@@ -28,9 +28,9 @@ from sqlalchemy.orm import Session, scoped_session
 from harel_sa import validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Event, Lease
-from harel_sa.outbox_plans import Plan, Program, Query, adrive, drive, plan_for, sync_executor
+from harel_sa.outbox_plans import Clauses, Plan, adrive, drive, plan_for, sync_executor
 from harel_sa.schema import DEFAULT_PREFIX, Names
-from harel_sa.seam import message_row, message_rows
+from harel_sa.seam import Query, message_row, message_rows
 
 
 class Outbox(Generic[E]):
@@ -113,7 +113,7 @@ class Outbox(Generic[E]):
         why = validate.required_text("reason", reason)
         return bool(self._run(connection, lambda plan: plan.dead_letter(checked, why)))
 
-    def _run(self, connection: object, make: Callable[[Plan], Program]) -> Any:
+    def _run(self, connection: object, make: Callable[[Plan], Clauses]) -> Any:
         conn = _sync_connection(connection)
         plan = self._plan(conn.dialect.name)
         execute = sync_executor(conn)
@@ -132,7 +132,7 @@ class Outbox(Generic[E]):
         """The key, in a DBAPI connection's ``info``, that says it passed :meth:`_check`."""
         return f"harel_sa.outbox.{id(self)}.{plan.checked}"
 
-    def _check(self, plan: Plan) -> Program:
+    def _check(self, plan: Plan) -> Clauses:
         """Refuse, before anything is written, a connection whose settings would lose a commit,
         or (with ``same_database``) one to another database."""
         yield from plan.check_program()
@@ -196,7 +196,7 @@ class AsyncOutbox(Outbox[E]):
         why = validate.required_text("reason", reason)
         return bool(await self._arun(connection, lambda plan: plan.dead_letter(checked, why)))
 
-    async def _arun(self, connection: object, make: Callable[[Plan], Program]) -> Any:
+    async def _arun(self, connection: object, make: Callable[[Plan], Clauses]) -> Any:
         conn = await _async_connection(connection)
         plan = self._plan(conn.dialect.name)
         info = conn.sync_connection.info if conn.sync_connection is not None else {}

@@ -8,8 +8,7 @@ dialect's own (:mod:`harel_sa.sqlite.statements`, :mod:`harel_sa.postgres.statem
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Connection, TextClause, text
@@ -19,27 +18,10 @@ from harel_sa.errors import InvalidArgumentError
 from harel_sa.events import Lease
 from harel_sa.rules import MAX_ERROR
 from harel_sa.schema import Names
-from harel_sa.seam import Row
+from harel_sa.seam import Program, Query, Result, Row
 
-
-@dataclass(slots=True)
-class Query:
-    """One statement of a program and its parameters (named)."""
-
-    statement: Any
-    params: dict[str, Any]
-
-
-@dataclass(slots=True)
-class Result:
-    rows: list[tuple[Any, ...]]
-    rowcount: int
-
-    def one(self) -> tuple[Any, ...]:
-        return self.rows[0]
-
-
-Program = Generator[Any, Result, Any]
+#: A write of the outbox, as a program of ``text()`` statements.
+Clauses = Program[TextClause, Any]
 
 
 Executor = Callable[[TextClause, dict[str, Any]], Result]
@@ -62,7 +44,7 @@ def result_of(done: Any) -> Result:
     return Result([], done.rowcount)
 
 
-def drive(program: Program, execute: Executor) -> Any:
+def drive(program: Clauses, execute: Executor) -> Any:
     try:
         query = next(program)
         while True:
@@ -71,7 +53,7 @@ def drive(program: Program, execute: Executor) -> Any:
         return done.value
 
 
-async def adrive(program: Program, conn: AsyncConnection) -> Any:
+async def adrive(program: Clauses, conn: AsyncConnection) -> Any:
     try:
         query = next(program)
         while True:
@@ -88,25 +70,25 @@ class Plan:
 
     checked: str  # the dialect and prefix, in the key that marks a connection checked
 
-    def publish(self, rows: list[Row]) -> Program:
+    def publish(self, rows: list[Row]) -> Clauses:
         raise NotImplementedError
 
-    def ack(self, lease: Lease[Any]) -> Program:
+    def ack(self, lease: Lease[Any]) -> Clauses:
         raise NotImplementedError
 
-    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Program:
+    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Clauses:
         raise NotImplementedError
 
-    def nack(self, lease: Lease[Any], delay: float) -> Program:
+    def nack(self, lease: Lease[Any], delay: float) -> Clauses:
         raise NotImplementedError
 
-    def dead_letter(self, lease: Lease[Any], reason: str) -> Program:
+    def dead_letter(self, lease: Lease[Any], reason: str) -> Clauses:
         raise NotImplementedError
 
     #: What a connection says of its database (compared by a transport's ``same_database``).
     identity: TextClause
 
-    def check_program(self) -> Program:
+    def check_program(self) -> Clauses:
         """Refuse a connection whose settings would lose what the caller believes committed."""
         yield from ()
 
@@ -148,7 +130,7 @@ class SqlitePlan(Plan):
         self.settings = text("SELECT * FROM pragma_synchronous, pragma_journal_mode")
         self.identity = text("SELECT file FROM pragma_database_list WHERE name = 'main'")
 
-    def publish(self, rows: list[Row]) -> Program:
+    def publish(self, rows: list[Row]) -> Clauses:
         now = self.clock()
         for group_id, event, priority, routing_key in rows:
             yield Query(
@@ -159,20 +141,20 @@ class SqlitePlan(Plan):
                 {"group_id": group_id, "priority": priority, "routing_key": routing_key},
             )
 
-    def ack(self, lease: Lease[Any]) -> Program:
+    def ack(self, lease: Lease[Any]) -> Clauses:
         fence = {"seq": lease.seq, "locked_by": lease.locked_by}
         if (yield Query(self.st["delete_leased"], fence)).rowcount != 1:
             return False
         yield Query(self.st["drop_group_if_empty"], {"group_id": lease.group_id})
         return True
 
-    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Program:
+    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Clauses:
         took = []
         for lease in leases:
             took.append((yield from self.ack(lease)))
         return took
 
-    def nack(self, lease: Lease[Any], delay: float) -> Program:
+    def nack(self, lease: Lease[Any], delay: float) -> Clauses:
         fence = {"seq": lease.seq, "locked_by": lease.locked_by}
         if delay == 0:
             return (yield Query(self.st["free"], fence)).rowcount == 1
@@ -182,7 +164,7 @@ class SqlitePlan(Plan):
         yield Query(self.st["move_group_to_park_end"], {"until": until, "group_id": lease.group_id})
         return True
 
-    def dead_letter(self, lease: Lease[Any], reason: str) -> Program:
+    def dead_letter(self, lease: Lease[Any], reason: str) -> Clauses:
         fence = {"seq": lease.seq, "locked_by": lease.locked_by}
         if not (yield Query(self.st["holds_lease"], fence)).rows:
             return False
@@ -194,7 +176,7 @@ class SqlitePlan(Plan):
         yield Query(self.st["drop_group_of_dead"], by_seq)
         return True
 
-    def check_program(self) -> Program:
+    def check_program(self) -> Clauses:
         synchronous, journal = (yield Query(self.settings, {})).one()
         if int(synchronous) == 0 or str(journal).lower() in ("off", "memory"):
             raise InvalidArgumentError(
@@ -218,30 +200,27 @@ class PostgresPlan(Plan):
         self.identity = text(IDENTITY)
         self.checked = f"harel_sa.outbox.postgresql.{names.prefix}"
 
-    def _program(self, call: Any) -> Program:
+    def _program(self, call: Any) -> Clauses:
         if isinstance(call, self.ops.One):
-            return call.read(self.result_of((yield self._query(call.query))))
+            return call.read((yield self._query(call.query)))
         program = call.start()
         try:
             query = next(program)
             while True:
-                query = program.send(self.result_of((yield self._query(query))))
+                query = program.send((yield self._query(query)))
         except StopIteration as done:
             return done.value
 
-    def result_of(self, result: Result) -> Any:
-        return self.ops.Result(result.rows, result.rowcount)
-
-    def _query(self, query: Any) -> Query:
+    def _query(self, query: Any) -> Query[TextClause]:
         return Query(query.statement.clause, query.params)
 
-    def publish(self, rows: list[Row]) -> Program:
+    def publish(self, rows: list[Row]) -> Clauses:
         return self._program(self.ops.publish(self.st, self.clock, rows))
 
-    def ack(self, lease: Lease[Any]) -> Program:
+    def ack(self, lease: Lease[Any]) -> Clauses:
         return self._program(self.ops.ack(self.st, lease))
 
-    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Program:
+    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Clauses:
         # One ack after the other, as the batch statement acts (its keys array mixes seqs and
         # holders, which only the transport's own binary dumping sends).
         took = []
@@ -249,8 +228,8 @@ class PostgresPlan(Plan):
             took.append((yield from self.ack(lease)))
         return took
 
-    def nack(self, lease: Lease[Any], delay: float) -> Program:
+    def nack(self, lease: Lease[Any], delay: float) -> Clauses:
         return self._program(self.ops.nack(self.st, self.clock, lease, delay))
 
-    def dead_letter(self, lease: Lease[Any], reason: str) -> Program:
+    def dead_letter(self, lease: Lease[Any], reason: str) -> Clauses:
         return self._program(self.ops.dead_letter(self.st, self.clock, lease, reason))

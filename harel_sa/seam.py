@@ -10,7 +10,7 @@ every transport checks its arguments with the very same code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -24,6 +24,7 @@ from harel_sa.schema import MAX_PRIORITY, Names
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
+S = TypeVar("S")
 Clock = Callable[[], float]
 Synchronous = Literal["FULL", "NORMAL"]
 #: A message to publish: ``(group_id, event_json, priority, routing_key)``.
@@ -148,6 +149,33 @@ class ClaimSpecs:
         if routing_keys is None or type(routing_keys) is tuple:
             self._last = (worker_id, visibility, min_priority, routing_keys, max_deliveries, spec)
         return spec
+
+
+# Not frozen: a frozen dataclass's __init__ costs a call per field, and these are made per call.
+@dataclass(slots=True)
+class Query(Generic[S]):
+    """One statement of a :data:`Program` (a dialect's compiled statement, or a ``text()``
+    construct) and its parameters."""
+
+    statement: S
+    params: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Result:
+    """What a statement gave its program: its rows, and how many rows it changed (or
+    returned, for a statement that returns rows)."""
+
+    rows: list[tuple[Any, ...]]
+    rowcount: int
+
+    def one(self) -> tuple[Any, ...]:
+        return self.rows[0]
+
+
+#: An operation written once for several drivers: it yields each :class:`Query`, is sent the
+#: statement's :class:`Result`, and returns the operation's value.
+Program = Generator[Query[S], Result, T]
 
 
 class Bound(Generic[T_co]):

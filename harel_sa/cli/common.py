@@ -22,9 +22,9 @@ from sqlalchemy.exc import ArgumentError
 from harel_sa import Names, SchemaError, SqliteTransport
 from harel_sa.postgres.connect import Pooler, is_postgresql
 from harel_sa.redact import display
+from harel_sa.revision_state import State
 from harel_sa.sqlite.connection import read_only_url
 from harel_sa.sqlite.startup import read_target
-from harel_sa.state import State
 
 OK, FAILED, USAGE, SCHEMA, INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -79,7 +79,8 @@ class Target:
         return SqliteTransport(where, prefix=self.prefix, **kwargs)
 
     def require_queue(self, version_table: str | None = None) -> State:
-        """This prefix's :class:`~harel_sa.state.State`, read-only; ``SchemaError`` unless ok."""
+        """This prefix's :class:`~harel_sa.revision_state.State`, read-only; ``SchemaError``
+        unless ok."""
         found = read_target(self.api, prefix=self.prefix, version_table=version_table)
         problem = found.problem(self.flag)
         if problem is not None:

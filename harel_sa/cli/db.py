@@ -1,8 +1,8 @@
 """``harel-sa db``: harel_sa's Alembic history on a database, per prefix.
 
 ``current`` and ``check`` read the revision wherever the file keeps it (harel_sa's own version
-table, or the host's Alembic history: :mod:`harel_sa.state`), read-only, exactly as a transport
-opened with ``create_schema=False`` checks it; ``check`` is the deploy gate. ``upgrade``,
+table, or the host's Alembic history: :mod:`harel_sa.revision_state`), read-only, exactly as a
+transport opened with ``create_schema=False`` checks it; ``check`` is the deploy gate. ``upgrade``,
 ``downgrade`` and ``stamp`` write harel_sa's own record (standalone) and refuse a prefix whose
 revision the host's history keeps. ``history`` and ``sql`` need no database.
 """
@@ -32,12 +32,12 @@ from harel_sa.cli.common import (
     target,
 )
 from harel_sa.postgres.connect import is_postgresql
+from harel_sa.revision_state import PIPELINE
 from harel_sa.schema import HEAD_REVISION
 from harel_sa.sqlite.startup import read_target
-from harel_sa.state import PIPELINE
 
 if TYPE_CHECKING:
-    from harel_sa.state import State
+    from harel_sa.revision_state import State
 
 _COMMANDS = "{upgrade,downgrade,stamp,current,check,history,sql}"
 

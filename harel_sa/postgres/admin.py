@@ -12,23 +12,22 @@ from typing import Any
 from harel_sa import rows
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.postgres.operations import (
-    SNAPSHOT,
-    WRITE,
-    Clock,
+    BEGIN_SNAPSHOT,
+    BEGIN_WRITE,
+    ClockOrServer,
     Op,
-    Program,
-    Query,
     now_param,
 )
-from harel_sa.postgres.statements import Statements
+from harel_sa.postgres.statements import Statement, Statements
+from harel_sa.seam import Program, Query
 from harel_sa.validate import no_nul
 
 
-def stats(statements: Statements, clock: Clock) -> Op[Stats]:
-    return Op(partial(_stats, statements, clock), begin=SNAPSHOT, retry_safe=True)
+def stats(statements: Statements, clock: ClockOrServer) -> Op[Stats]:
+    return Op(partial(_stats, statements, clock), begin=BEGIN_SNAPSHOT, retry_safe=True)
 
 
-def _stats(st: Statements, clock: Clock) -> Program[Stats]:
+def _stats(st: Statements, clock: ClockOrServer) -> Program[Statement, Stats]:
     at = {"now": now_param(clock)}
     messages, in_flight, parked, now = (yield Query(st.counts, at)).one()
     oldest = (yield Query(st.oldest, {})).rows
@@ -49,15 +48,15 @@ def _stats(st: Statements, clock: Clock) -> Program[Stats]:
 
 
 def peek(
-    statements: Statements, clock: Clock, group_id: str | None, limit: int
+    statements: Statements, clock: ClockOrServer, group_id: str | None, limit: int
 ) -> Op[list[QueuedMessage]]:
     no_nul("group_id", group_id)
     return Op(partial(_peek, statements, clock, group_id, limit), retry_safe=True)
 
 
 def _peek(
-    st: Statements, clock: Clock, group_id: str | None, limit: int
-) -> Program[list[QueuedMessage]]:
+    st: Statements, clock: ClockOrServer, group_id: str | None, limit: int
+) -> Program[Statement, list[QueuedMessage]]:
     found = yield Query(st.peek, {"group_id": group_id, "limit": limit, "now": now_param(clock)})
     return rows.queued(
         rows.as_is,
@@ -70,12 +69,12 @@ def _live(locked_by: str | None, expiry: float | None, now: float) -> bool:
     return locked_by is not None and expiry is not None and expiry >= now
 
 
-def release(statements: Statements, clock: Clock, group_id: str | None) -> Op[int]:
+def release(statements: Statements, clock: ClockOrServer, group_id: str | None) -> Op[int]:
     no_nul("group_id", group_id)
-    return Op(partial(_release, statements, clock, group_id), begin=WRITE)
+    return Op(partial(_release, statements, clock, group_id), begin=BEGIN_WRITE)
 
 
-def _release(st: Statements, clock: Clock, group_id: str | None) -> Program[int]:
+def _release(st: Statements, clock: ClockOrServer, group_id: str | None) -> Program[Statement, int]:
     params = {"group_id": group_id, "now": now_param(clock)}
     released = (yield Query(st.end_parks, params)).rowcount
     yield Query(st.return_parked_groups, params)
@@ -86,10 +85,10 @@ def _release(st: Statements, clock: Clock, group_id: str | None) -> Program[int]
 
 def purge(statements: Statements, group_id: str) -> Op[int]:
     no_nul("group_id", group_id)
-    return Op(partial(_purge, statements, group_id), begin=WRITE)
+    return Op(partial(_purge, statements, group_id), begin=BEGIN_WRITE)
 
 
-def _purge(st: Statements, group_id: str) -> Program[int]:
+def _purge(st: Statements, group_id: str) -> Program[Statement, int]:
     yield Query(st.purge_group, {"group_id": group_id})
     return (yield Query(st.purge_messages, {"group_id": group_id})).rowcount
 
@@ -107,21 +106,21 @@ def dead(
 
 def _dead(
     st: Statements, group_id: str | None, seqs: tuple[int, ...] | None, limit: int
-) -> Program[list[DeadMessage]]:
+) -> Program[Statement, list[DeadMessage]]:
     found = yield Query(st.dead, {**_pick(group_id, seqs), "limit": limit})
     return rows.dead_messages(rows.as_is, found.rows)
 
 
 def requeue_dead(
-    statements: Statements, clock: Clock, group_id: str | None, seqs: tuple[int, ...] | None
+    statements: Statements, clock: ClockOrServer, group_id: str | None, seqs: tuple[int, ...] | None
 ) -> Op[int]:
     no_nul("group_id", group_id)
-    return Op(partial(_requeue_dead, statements, clock, group_id, seqs), begin=WRITE)
+    return Op(partial(_requeue_dead, statements, clock, group_id, seqs), begin=BEGIN_WRITE)
 
 
 def _requeue_dead(
-    st: Statements, clock: Clock, group_id: str | None, seqs: tuple[int, ...] | None
-) -> Program[int]:
+    st: Statements, clock: ClockOrServer, group_id: str | None, seqs: tuple[int, ...] | None
+) -> Program[Statement, int]:
     params = {**_pick(group_id, seqs), "now": now_param(clock)}
     yield Query(st.requeue_groups, params)
     moved = (yield Query(st.requeue, params)).rowcount
@@ -136,5 +135,7 @@ def purge_dead(
     return Op(partial(_purge_dead, statements, group_id, seqs))
 
 
-def _purge_dead(st: Statements, group_id: str | None, seqs: tuple[int, ...] | None) -> Program[int]:
+def _purge_dead(
+    st: Statements, group_id: str | None, seqs: tuple[int, ...] | None
+) -> Program[Statement, int]:
     return (yield Query(st.purge_dead, _pick(group_id, seqs))).rowcount

@@ -12,7 +12,7 @@ from typing import Any
 from harel_sa.events import Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.postgres import admin, operations
-from harel_sa.postgres.operations import Clock, One, Op
+from harel_sa.postgres.operations import ClockOrServer, One, Op
 from harel_sa.postgres.statements import statements_for
 from harel_sa.schema import Names
 from harel_sa.seam import ClaimSpec, Row
@@ -23,7 +23,7 @@ class PostgresBackend:
     :mod:`~harel_sa.postgres.admin` with one transport's statements; "now" in them is the
     server's (``clock`` ``None``) or ``clock``'s."""
 
-    def __init__(self, names: Names, clock: Clock) -> None:
+    def __init__(self, names: Names, clock: ClockOrServer) -> None:
         self.statements = statements_for(names, server_clock=clock is None)
         self.clock = clock
 

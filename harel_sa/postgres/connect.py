@@ -9,8 +9,8 @@ from sqlalchemy.exc import ArgumentError
 
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.redact import display as display  # the name the transports and the CLI use
+from harel_sa.revision_state import State, read
 from harel_sa.schema import DEFAULT_PREFIX, Names
-from harel_sa.state import State, read
 
 #: The SQLAlchemy drivers whose URLs name a database psycopg can open as they are.
 DRIVERS = ("", "psycopg", "psycopg2", "psycopg_async", "asyncpg", "pg8000")
@@ -166,7 +166,7 @@ def read_only(target: object) -> URL:
 def read_state(
     target: object, *, prefix: str = DEFAULT_PREFIX, version_table: str | None = None
 ) -> State:
-    """What :func:`harel_sa.state.read` finds for ``prefix`` on ``target``, through a
+    """What :func:`harel_sa.revision_state.read` finds for ``prefix`` on ``target``, through a
     connection that can only read (``read_only``): nothing is written."""
     import psycopg
 

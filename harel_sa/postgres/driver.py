@@ -27,7 +27,7 @@ from harel_sa.errors import (
     StorageError,
     TransportClosedError,
 )
-from harel_sa.postgres.operations import One, Operation, Result, operation
+from harel_sa.postgres.operations import One, Operation, operation
 from harel_sa.postgres.wire import (
     AsyncConnection,
     Connection,
@@ -37,7 +37,7 @@ from harel_sa.postgres.wire import (
     wait,
     wait_async,
 )
-from harel_sa.seam import Bound
+from harel_sa.seam import Bound, Result
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ argument is checked for NUL (:func:`harel_sa.validate.no_nul`) before any statem
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -19,34 +19,15 @@ from typing import Any, TypeVar
 from harel_sa.events import Lease, tokens
 from harel_sa.postgres.statements import Statement, Statements, batch_size
 from harel_sa.rules import BATCH_MAX, MAX_ERROR, exhausted
-from harel_sa.seam import Bound, ClaimSpec, Row
+from harel_sa.seam import Bound, ClaimSpec, Program, Query, Result, Row
 from harel_sa.validate import no_nul
 
 T = TypeVar("T")
-Clock = Callable[[], float] | None  # None: the server's clock
+ClockOrServer = Callable[[], float] | None  # None: the server's clock
 
 #: Begin of a read that must see one snapshot (stats).
-SNAPSHOT = b"BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-WRITE = b"BEGIN"
-
-
-# Not frozen: a frozen dataclass's __init__ costs a call per field, and these are made per call.
-@dataclass(slots=True)
-class Query:
-    statement: Statement
-    params: dict[str, Any]
-
-
-@dataclass(slots=True)
-class Result:
-    rows: list[tuple[Any, ...]]
-    rowcount: int
-
-    def one(self) -> tuple[Any, ...]:
-        return self.rows[0]
-
-
-Program = Generator[Query, Result, T]
+BEGIN_SNAPSHOT = b"BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+BEGIN_WRITE = b"BEGIN"
 
 
 @dataclass(slots=True)
@@ -57,7 +38,7 @@ class Op(Bound[T]):
     one statement, unless it buries a head. ``retry_safe``: it only reads, so a driver may run
     it again on a fresh connection when the connection was lost."""
 
-    start: Callable[[], Program[T]]
+    start: Callable[[], Program[Statement, T]]
     begin: bytes | None = None
     retry_safe: bool = False
 
@@ -72,7 +53,7 @@ class One(Bound[T]):
     at the call, before any wait for a connection (a lease so extended ends no later).
     ``retry_safe`` as for :class:`Op`."""
 
-    query: Query
+    query: Query[Statement]
     read: Callable[[Result], T]
     retry_safe: bool = False
 
@@ -102,12 +83,12 @@ def _changed_one(result: Result) -> bool:
     return result.rowcount == 1
 
 
-def now_param(clock: Clock) -> float | None:
+def now_param(clock: ClockOrServer) -> float | None:
     """The "now" a statement is given: the client clock's, or ``None`` (the server's)."""
     return None if clock is None else clock()
 
 
-def publish(statements: Statements, clock: Clock, rows: list[Row]) -> Operation[None]:
+def publish(statements: Statements, clock: ClockOrServer, rows: list[Row]) -> Operation[None]:
     """Append ``(group_id, event_json, priority, routing_key)`` rows, all or none."""
     for group_id, _, _, routing_key in rows:
         no_nul("group_id", group_id)
@@ -120,10 +101,10 @@ def publish(statements: Statements, clock: Clock, rows: list[Row]) -> Operation[
     if len(kinds) == 1:
         (priority, routing_key), chosen = next(iter(kinds.items()))
         return One(_publish_kind(statements, clock, priority, routing_key, chosen), _nothing)
-    return Op(partial(_publish_many, statements, clock, kinds), begin=WRITE)
+    return Op(partial(_publish_many, statements, clock, kinds), begin=BEGIN_WRITE)
 
 
-def publish_one(statements: Statements, clock: Clock, row: Row) -> One[None]:
+def publish_one(statements: Statements, clock: ClockOrServer, row: Row) -> One[None]:
     """Append one ``(group_id, event_json, priority, routing_key)`` row."""
     group_id, event, priority, routing_key = row
     params = {
@@ -146,8 +127,8 @@ def _kinds(rows: list[Row]) -> dict[tuple[int, str | None], list[Row]]:
 
 
 def _publish_kind(
-    st: Statements, clock: Clock, priority: int, routing_key: str | None, rows: list[Row]
-) -> Query:
+    st: Statements, clock: ClockOrServer, priority: int, routing_key: str | None, rows: list[Row]
+) -> Query[Statement]:
     params = {
         "groups": [r[0] for r in rows],
         "events": [r[1] for r in rows],
@@ -159,13 +140,13 @@ def _publish_kind(
 
 
 def _publish_many(
-    st: Statements, clock: Clock, kinds: dict[tuple[int, str | None], list[Row]]
-) -> Program[None]:
+    st: Statements, clock: ClockOrServer, kinds: dict[tuple[int, str | None], list[Row]]
+) -> Program[Statement, None]:
     for (priority, routing_key), chosen in kinds.items():
         yield _publish_kind(st, clock, priority, routing_key, chosen)
 
 
-def claim(statements: Statements, clock: Clock, spec: ClaimSpec) -> Op[Lease[Any] | None]:
+def claim(statements: Statements, clock: ClockOrServer, spec: ClaimSpec) -> Op[Lease[Any] | None]:
     """Lease the head of the next group in round-robin order, or return ``None``.
 
     One statement in autocommit. A head that does not decode, or was delivered
@@ -187,36 +168,38 @@ def _no_nul_in(spec: ClaimSpec) -> None:
         no_nul("routing key", key)
 
 
-def _returns(value: T) -> Program[T]:
+def _returns(value: T) -> Program[Statement, T]:
     """A program that sends no statement and returns ``value`` (a claim no group can meet)."""
     yield from ()
     return value
 
 
 def ack_and_claim(
-    statements: Statements, clock: Clock, lease: Lease[Any], spec: ClaimSpec
+    statements: Statements, clock: ClockOrServer, lease: Lease[Any], spec: ClaimSpec
 ) -> Op[tuple[bool, Lease[Any] | None]]:
     """:func:`ack` ``lease`` and :func:`claim` the next message in one transaction."""
     _no_nul_in(spec)
     if spec.claims_nothing:  # the ack alone: one statement in autocommit
         return Op(partial(_acked_alone, statements, lease))
-    return Op(partial(_ack_and_claim, statements, clock, lease, spec), begin=WRITE)
+    return Op(partial(_ack_and_claim, statements, clock, lease, spec), begin=BEGIN_WRITE)
 
 
-def _acked_alone(st: Statements, lease: Lease[Any]) -> Program[tuple[bool, Lease[Any] | None]]:
+def _acked_alone(
+    st: Statements, lease: Lease[Any]
+) -> Program[Statement, tuple[bool, Lease[Any] | None]]:
     return (yield from _ack(st, lease)), None
 
 
 def _ack_and_claim(
-    st: Statements, clock: Clock, lease: Lease[Any], spec: ClaimSpec
-) -> Program[tuple[bool, Lease[Any] | None]]:
+    st: Statements, clock: ClockOrServer, lease: Lease[Any], spec: ClaimSpec
+) -> Program[Statement, tuple[bool, Lease[Any] | None]]:
     acked = yield from _ack(st, lease)
     following = yield from _claim(st, clock, spec)
     return acked, following
 
 
 def claim_many(
-    statements: Statements, clock: Clock, spec: ClaimSpec, limit: int
+    statements: Statements, clock: ClockOrServer, spec: ClaimSpec, limit: int
 ) -> Op[list[Lease[Any]]]:
     """Up to ``limit`` leases in one transaction: what ``limit`` successive :func:`claim` calls
     return, in the same order, on distinct groups, each with a token of its own.
@@ -228,19 +211,19 @@ def claim_many(
     _no_nul_in(spec)
     if spec.claims_nothing:
         return Op(partial(_returns, []))
-    return Op(partial(_claim_many, statements, clock, spec, limit), begin=WRITE)
+    return Op(partial(_claim_many, statements, clock, spec, limit), begin=BEGIN_WRITE)
 
 
 def ack_many(statements: Statements, leases: tuple[Lease[Any], ...]) -> Op[list[bool]]:
     """:func:`ack` each lease, all in one transaction; each is fenced on its own. One statement
     for up to :data:`~harel_sa.rules.BATCH_MAX` leases (then in autocommit)."""
     several = len(leases) > BATCH_MAX
-    return Op(partial(_ack_many, statements, leases), begin=WRITE if several else None)
+    return Op(partial(_ack_many, statements, leases), begin=BEGIN_WRITE if several else None)
 
 
 def ack_many_and_claim_many(
     statements: Statements,
-    clock: Clock,
+    clock: ClockOrServer,
     leases: tuple[Lease[Any], ...],
     spec: ClaimSpec,
     limit: int,
@@ -249,19 +232,21 @@ def ack_many_and_claim_many(
     _no_nul_in(spec)
     if spec.claims_nothing:  # the acks alone, as ack_many sends them
         several = len(leases) > BATCH_MAX
-        return Op(partial(_acked_many_alone, statements, leases), begin=WRITE if several else None)
+        return Op(
+            partial(_acked_many_alone, statements, leases), begin=BEGIN_WRITE if several else None
+        )
     return Op(
-        partial(_ack_many_and_claim_many, statements, clock, leases, spec, limit), begin=WRITE
+        partial(_ack_many_and_claim_many, statements, clock, leases, spec, limit), begin=BEGIN_WRITE
     )
 
 
 def _acked_many_alone(
     st: Statements, leases: tuple[Lease[Any], ...]
-) -> Program[tuple[list[bool], list[Lease[Any]]]]:
+) -> Program[Statement, tuple[list[bool], list[Lease[Any]]]]:
     return (yield from _ack_many(st, leases)), []
 
 
-def _ack_many(st: Statements, leases: tuple[Lease[Any], ...]) -> Program[list[bool]]:
+def _ack_many(st: Statements, leases: tuple[Lease[Any], ...]) -> Program[Statement, list[bool]]:
     """The acks of ``leases``, as if one after the other: a statement deletes the messages the
     leases of a chunk hold and drops the groups they emptied. A lease given twice takes once
     (its first time); of a stale and a live lease of one message, the live one takes."""
@@ -298,8 +283,8 @@ def _group_of(lease: Lease[Any]) -> str:
 
 
 def _claim_many(
-    st: Statements, clock: Clock, spec: ClaimSpec, limit: int
-) -> Program[list[Lease[Any]]]:
+    st: Statements, clock: ClockOrServer, spec: ClaimSpec, limit: int
+) -> Program[Statement, list[Lease[Any]]]:
     if limit == 1:
         lease = yield from _claim(st, clock, spec)
         return [] if lease is None else [lease]
@@ -342,7 +327,7 @@ def _claim_many(
     return leases
 
 
-def _untake(st: Statements, rows: list[tuple[tuple[Any, ...], str]]) -> Query:
+def _untake(st: Statements, rows: list[tuple[tuple[Any, ...], str]]) -> Query[Statement]:
     """Give back the leases a batch's claim took on ``rows`` (each with its ``locked_by``)
     exactly as the rows were: see ``Statements.untake``."""
     return Query(
@@ -359,14 +344,20 @@ def _untake(st: Statements, rows: list[tuple[tuple[Any, ...], str]]) -> Query:
 
 
 def _ack_many_and_claim_many(
-    st: Statements, clock: Clock, leases: tuple[Lease[Any], ...], spec: ClaimSpec, limit: int
-) -> Program[tuple[list[bool], list[Lease[Any]]]]:
+    st: Statements,
+    clock: ClockOrServer,
+    leases: tuple[Lease[Any], ...],
+    spec: ClaimSpec,
+    limit: int,
+) -> Program[Statement, tuple[list[bool], list[Lease[Any]]]]:
     acked = yield from _ack_many(st, leases)
     claimed = yield from _claim_many(st, clock, spec, limit)
     return acked, claimed
 
 
-def _claim(st: Statements, clock: Clock, spec: ClaimSpec) -> Program[Lease[Any] | None]:
+def _claim(
+    st: Statements, clock: ClockOrServer, spec: ClaimSpec
+) -> Program[Statement, Lease[Any] | None]:
     select = st.claim(spec.min_priority, len(spec.routing_keys))
     while True:
         token = tokens.next()
@@ -413,14 +404,14 @@ def _event_of(spec: ClaimSpec, raw: Any, deliveries: int) -> tuple[Any, str | No
 
 
 def _bury(
-    st: Statements, clock: Clock, seq: int, locked_by: str, error: str, uncount: int
-) -> Program[bool]:
+    st: Statements, clock: ClockOrServer, seq: int, locked_by: str, error: str, uncount: int
+) -> Program[Statement, bool]:
     return _took_one((yield _bury_query(st, clock, seq, locked_by, error, uncount)))
 
 
 def _bury_query(
-    st: Statements, clock: Clock, seq: int, locked_by: str, error: str, uncount: int
-) -> Query:
+    st: Statements, clock: ClockOrServer, seq: int, locked_by: str, error: str, uncount: int
+) -> Query[Statement]:
     params = {
         "seq": seq,
         "locked_by": locked_by,
@@ -436,11 +427,11 @@ def ack(statements: Statements, lease: Lease[Any]) -> One[bool]:
     return One(_ack_query(statements, lease), _took_one)
 
 
-def _ack(st: Statements, lease: Lease[Any]) -> Program[bool]:
+def _ack(st: Statements, lease: Lease[Any]) -> Program[Statement, bool]:
     return _took_one((yield _ack_query(st, lease)))
 
 
-def _ack_query(st: Statements, lease: Lease[Any]) -> Query:
+def _ack_query(st: Statements, lease: Lease[Any]) -> Query[Statement]:
     params = {"group_id": lease.group_id, "seq": lease.seq, "locked_by": lease.locked_by}
     return Query(st.ack, params)
 
@@ -456,7 +447,9 @@ def give_back(statements: Statements, lease: Lease[Any]) -> One[bool]:
     return _fenced(statements.give_back, lease)
 
 
-def nack(statements: Statements, clock: Clock, lease: Lease[Any], delay: float) -> One[bool]:
+def nack(
+    statements: Statements, clock: ClockOrServer, lease: Lease[Any], delay: float
+) -> One[bool]:
     """Free the message now (``delay == 0``) or park it, blocking its group, for ``delay``."""
     if delay == 0:
         return _fenced(statements.free, lease)
@@ -469,12 +462,16 @@ def nack(statements: Statements, clock: Clock, lease: Lease[Any], delay: float) 
     return One(Query(statements.park, params), _took_one)
 
 
-def extend(statements: Statements, clock: Clock, lease: Lease[Any], visibility: float) -> One[bool]:
+def extend(
+    statements: Statements, clock: ClockOrServer, lease: Lease[Any], visibility: float
+) -> One[bool]:
     """Move the lease's expiry to now + ``visibility``; ``False`` if the lease was lost."""
     return _fenced(statements.extend, lease, visibility=visibility, now=now_param(clock))
 
 
-def dead_letter(statements: Statements, clock: Clock, lease: Lease[Any], reason: str) -> One[bool]:
+def dead_letter(
+    statements: Statements, clock: ClockOrServer, lease: Lease[Any], reason: str
+) -> One[bool]:
     """Move the leased message to the dead table; ``False`` if the lease was lost."""
     no_nul("reason", reason)
     return One(_bury_query(statements, clock, lease.seq, lease.locked_by, reason, 0), _took_one)

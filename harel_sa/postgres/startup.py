@@ -1,12 +1,12 @@
 """What a PostgreSQL transport does to the schema when it opens.
 
 ``create_schema=True`` brings the prefix's tables to head with the revisions' frozen PostgreSQL
-steps (:data:`harel_sa.frozen.POSTGRESQL_REVISIONS`; no Alembic import at open) as the
+steps (:data:`harel_sa.revision_sql.POSTGRESQL_REVISIONS`; no Alembic import at open) as the
 revisions run them, online (:func:`run_online`), holding the prefix's advisory lock (the one
 ``harel-sa db upgrade`` takes, so transports and migrations that start together take turns),
 and records head where the database keeps harel_sa's revision. ``False`` only reads, and
 raises :class:`~harel_sa.SchemaError` saying what is wrong and the command that fixes it. Both
-read through :func:`harel_sa.state.read`, the one reading every tool shares.
+read through :func:`harel_sa.revision_state.read`, the one reading every tool shares.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from harel_sa import frozen
+from harel_sa import revision_sql
 from harel_sa.errors import BusyError, ConnectionLostError, SchemaError
+from harel_sa.revision_state import State, read
 from harel_sa.schema import HEAD_REVISION, Names, migration_lock
-from harel_sa.state import State, read
 
 if TYPE_CHECKING:
     from harel_sa.postgres.connect import Pooler
@@ -84,7 +84,7 @@ def ensure_schema(conn: Any, names: Names, where: str, *, own_session: bool = Tr
         try:
             state = _to_upgrade(conn, names, where)
             if state is not None:
-                run_online(conn, frozen.postgresql_steps(names, after=_behind_head(state)))
+                run_online(conn, revision_sql.postgresql_steps(names, after=_behind_head(state)))
                 with conn.transaction():
                     _record(conn, state)
         finally:
@@ -141,12 +141,14 @@ def _upgrade_in_one_transaction(conn: Any, names: Names, where: str) -> None:
         state = _to_upgrade(conn, names, where)
         if state is None:
             return
-        for sql in frozen.flat(frozen.postgresql_steps(names, after=_behind_head(state))):
+        for sql in revision_sql.flat(
+            revision_sql.postgresql_steps(names, after=_behind_head(state))
+        ):
             conn.execute(sql.replace(" CONCURRENTLY", ""))
         _record(conn, state)
 
 
-def run_online(conn: Any, steps: list[frozen.Step]) -> None:
+def run_online(conn: Any, steps: list[revision_sql.OnlineStep]) -> None:
     """Run ``steps`` as the revisions' ``_online`` does, on ``conn`` (an autocommit psycopg
     connection whose session is its own): each step alone (a tuple as one transaction), each
     waiting at most ``LOCK_TIMEOUT`` for a lock and tried again until ``GIVE_UP_AFTER``; an
@@ -168,7 +170,7 @@ def run_online(conn: Any, steps: list[frozen.Step]) -> None:
         )
 
 
-def _run_step(conn: Any, step: frozen.Step) -> None:
+def _run_step(conn: Any, step: revision_sql.OnlineStep) -> None:
     if isinstance(step, tuple):
         with conn.transaction():
             for sql in step:
@@ -232,7 +234,7 @@ def _record(conn: Any, state: State) -> None:
     record = state.record
     table = record.table if record is not None else state.names.version_table
     conn.execute(
-        frozen.VERSION_TABLE.format(table=table).replace(
+        revision_sql.VERSION_TABLE.format(table=table).replace(
             "CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1
         )
     )

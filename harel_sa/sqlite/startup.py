@@ -1,11 +1,11 @@
 """What a transport does to its connection and schema when it opens, for both drivers.
 
 ``prepare`` sets the connection up (``busy_timeout``, durability, WAL); ``ensure_schema`` brings
-the prefix's tables to head by running the revisions' frozen SQL (:mod:`harel_sa.frozen`) under
-``BEGIN IMMEDIATE``, so processes that start together do not race, and records the revision it
-reached; ``check_schema`` only looks, and raises :class:`~harel_sa.SchemaError` saying what is
-wrong and the command that fixes it. Both read the file through :func:`harel_sa.state.read`, the
-one reading every tool shares.
+the prefix's tables to head by running the revisions' frozen SQL (:mod:`harel_sa.revision_sql`)
+under ``BEGIN IMMEDIATE``, so processes that start together do not race, and records the
+revision it reached; ``check_schema`` only looks, and raises :class:`~harel_sa.SchemaError`
+saying what is wrong and the command that fixes it. Both read the file through
+:func:`harel_sa.revision_state.read`, the one reading every tool shares.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import sqlite3
 import time
 from contextlib import closing
 
-from harel_sa import frozen
+from harel_sa import revision_sql
 from harel_sa.errors import NotADatabaseError, ReadOnlyError, SchemaError, StorageError
+from harel_sa.revision_state import State, read
 from harel_sa.schema import DEFAULT_PREFIX, HEAD_REVISION, Names
 from harel_sa.sqlite import watch
 from harel_sa.sqlite.connection import connect_read_only, display, file_of, sqlite_url
 from harel_sa.sqlite.driver import immediate_transaction, storage_errors, translate
-from harel_sa.state import State, read
 
 
 def run(
@@ -161,7 +161,7 @@ def ensure_schema(conn: sqlite3.Connection, names: Names, where: str) -> None:
             return
         if state.disagree or state.ahead:
             raise SchemaError(_problem(state, where))
-        frozen.upgrade(conn, names)
+        revision_sql.upgrade(conn, names)
         _record(conn, state)
     check_schema(conn, names, where)
 
@@ -179,7 +179,7 @@ def _record(conn: sqlite3.Connection, state: State) -> None:
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND lower(name) = ?", (table,)
         ).fetchone()
         if exists is None:
-            conn.execute(frozen.VERSION_TABLE.format(table=table))
+            conn.execute(revision_sql.VERSION_TABLE.format(table=table))
     conn.execute(f"DELETE FROM {table} WHERE version_num LIKE 'harel\\_sa\\_%' ESCAPE '\\'")
     conn.execute(f"INSERT INTO {table} (version_num) VALUES (?)", (HEAD_REVISION,))
 
@@ -199,7 +199,7 @@ def _problem(state: State, where: str) -> str:
 def read_target(
     target: object, *, prefix: str = DEFAULT_PREFIX, version_table: str | None = None
 ) -> State:
-    """What :func:`harel_sa.state.read` finds for ``prefix`` in ``target`` (a path or URL),
+    """What :func:`harel_sa.revision_state.read` finds for ``prefix`` in ``target`` (a path or URL),
     through a read-only connection: nothing is written, and a file that does not exist reads
     as empty (and is not created)."""
     names = Names(prefix)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.migrations.test_frozen import GOLDEN
+from tests.migrations.test_revision_sql import GOLDEN
 
 SQUAWK = Path(sys.executable).with_name("squawk")
 CONFIG = Path(__file__).with_name("squawk.toml")

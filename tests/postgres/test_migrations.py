@@ -24,9 +24,9 @@ import harel_sa
 from harel_sa import HEAD_REVISION, Names
 from harel_sa import migrations as mig
 from harel_sa.alembic_env import comparison, migration_url, only_harel_sa
-from harel_sa.state import read
+from harel_sa.revision_state import read
 from tests import forkserver, pg_cluster
-from tests.migrations.test_frozen import golden
+from tests.migrations.test_revision_sql import golden
 
 REPO = Path(__file__).resolve().parents[2]
 JOBS = Names("jobs")

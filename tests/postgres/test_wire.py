@@ -20,9 +20,10 @@ from psycopg import errors as pg
 from psycopg import pq
 
 from harel_sa.postgres.driver import ADAPTERS, arun, run
-from harel_sa.postgres.operations import One, Op, Program, Query, Result
+from harel_sa.postgres.operations import One, Op
 from harel_sa.postgres.statements import positional
 from harel_sa.postgres.wire import AsyncConnection, Connection, ServerSession, Unprepared, Wire
+from harel_sa.seam import Program, Query, Result
 from tests.postgres.relay import holding_the_close
 
 SLEEP = positional("SELECT pg_sleep(:seconds)")

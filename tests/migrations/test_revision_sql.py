@@ -2,7 +2,8 @@
 --sql`` output for ``N-1:N`` under the default prefix and another, on SQLite and on PostgreSQL:
 ``<revision>.<prefix>.sql`` and ``<revision>.<prefix>.postgresql.sql``), so any change to a
 released revision fails here; the transport's start-up runs the same statements
-(:mod:`harel_sa.frozen`) and leaves the very file the revisions leave, from every kind of start.
+(:mod:`harel_sa.revision_sql`) and leaves the very file the revisions leave, from every kind
+of start.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from harel_sa import HEAD_REVISION, Names, SqliteTransport, frozen
+from harel_sa import HEAD_REVISION, Names, SqliteTransport, revision_sql
 from harel_sa import migrations as mig
 from tests.conftest import FakeClock
 from tests.migrations.helpers import alembic, connect, snapshot, sqlite_master, version
 from tests.migrations.starts import STARTS
 
 GOLDEN = Path(__file__).parent / "golden"
-REVISIONS = [rev for rev, _ in frozen.REVISIONS]
+REVISIONS = [rev for rev, _ in revision_sql.REVISIONS]
 RANGES = list(zip(["base", *REVISIONS[:-1]], REVISIONS, strict=True))
 PREFIXES = ["harel", "jobs"]
 #: Revisions that change only PostgreSQL's indexes: nothing to run on SQLite.
@@ -96,7 +97,7 @@ def test_the_alembic_command_prints_the_golden_sql_too() -> None:
 def test_start_up_runs_each_revisions_own_statements(revision: str, prefix: str) -> None:
     """Statement for statement, the start-up's frozen SQL is the revision's (all guards off,
     as ``--sql`` prints them)."""
-    mine = frozen.statements(Names(prefix), revision)
+    mine = revision_sql.statements(Names(prefix), revision)
     assert mine == statements(golden(revision, prefix))
     # A revision that runs nothing would make this vacuous; 0006 is PostgreSQL's alone.
     assert mine or revision in SQLITE_NO_OPS
@@ -106,7 +107,8 @@ def test_start_up_runs_each_revisions_own_statements(revision: str, prefix: str)
 @pytest.mark.parametrize("revision", REVISIONS)
 def test_postgresql_start_up_runs_each_revisions_own_statements(revision: str, prefix: str) -> None:
     mine = [
-        sql.format(p=prefix) for sql in frozen.flat(dict(frozen.POSTGRESQL_REVISIONS)[revision])
+        sql.format(p=prefix)
+        for sql in revision_sql.flat(dict(revision_sql.POSTGRESQL_REVISIONS)[revision])
     ]
     assert mine == statements(golden(revision, prefix, "postgresql"))
     assert mine
@@ -115,7 +117,7 @@ def test_postgresql_start_up_runs_each_revisions_own_statements(revision: str, p
 def test_the_version_table_is_made_as_alembic_makes_it() -> None:
     text = golden("harel_sa_0001", "jobs")
     table = Names("jobs").version_table
-    assert frozen.VERSION_TABLE.format(table=table).replace("\t", "    ") + ";" in text
+    assert revision_sql.VERSION_TABLE.format(table=table).replace("\t", "    ") + ";" in text
 
 
 def at_revision(revision: str):  # type: ignore[no-untyped-def]

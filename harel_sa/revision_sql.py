@@ -18,7 +18,7 @@ from harel_sa.schema import Names
 
 
 @dataclass(frozen=True)
-class Statement:
+class DDL:
     """One statement of a revision; skipped when ``unless_column`` (table, column) exists, as
     the revision's own look at ``PRAGMA table_info`` skips it."""
 
@@ -28,11 +28,11 @@ class Statement:
 
 #: SQLite's copy, held object for object to what the Alembic revisions build (``sqlite_master`` of
 #: both paths, from every kind of starting file).
-REVISIONS: tuple[tuple[str, tuple[Statement, ...]], ...] = (
+REVISIONS: tuple[tuple[str, tuple[DDL, ...]], ...] = (
     (
         "harel_sa_0001",
         (
-            Statement(
+            DDL(
                 "CREATE TABLE IF NOT EXISTS {p}_transport_messages (\n"
                 "    seq INTEGER PRIMARY KEY AUTOINCREMENT,\n"
                 "    group_id TEXT NOT NULL,\n"
@@ -41,7 +41,7 @@ REVISIONS: tuple[tuple[str, tuple[Statement, ...]], ...] = (
                 "    lock_expiry REAL\n"
                 ")"
             ),
-            Statement(
+            DDL(
                 "CREATE TABLE IF NOT EXISTS {p}_transport_groups (\n"
                 "    group_id TEXT,\n"
                 "    last_claimed_at REAL DEFAULT 0.0 NOT NULL,\n"
@@ -49,15 +49,15 @@ REVISIONS: tuple[tuple[str, tuple[Statement, ...]], ...] = (
                 "    PRIMARY KEY (group_id)\n"
                 ")"
             ),
-            Statement(
+            DDL(
                 "CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_last_claimed "
                 "ON {p}_transport_groups (last_claimed_at)"
             ),
-            Statement(
+            DDL(
                 "CREATE INDEX IF NOT EXISTS {p}_transport_messages_by_group "
                 "ON {p}_transport_messages (group_id, seq)"
             ),
-            Statement(
+            DDL(
                 "INSERT OR IGNORE INTO {p}_transport_groups (group_id) "
                 "SELECT DISTINCT group_id FROM {p}_transport_messages"
             ),
@@ -66,11 +66,11 @@ REVISIONS: tuple[tuple[str, tuple[Statement, ...]], ...] = (
     (
         "harel_sa_0002",
         (
-            Statement(
+            DDL(
                 "ALTER TABLE {p}_transport_groups ADD COLUMN routing_key TEXT",
                 unless_column=("{p}_transport_groups", "routing_key"),
             ),
-            Statement(
+            DDL(
                 "CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_routing_key "
                 "ON {p}_transport_groups (routing_key, last_claimed_at)"
             ),
@@ -79,12 +79,12 @@ REVISIONS: tuple[tuple[str, tuple[Statement, ...]], ...] = (
     (
         "harel_sa_0003",
         (
-            Statement(
+            DDL(
                 "ALTER TABLE {p}_transport_messages "
                 "ADD COLUMN deliveries INTEGER NOT NULL DEFAULT 0",
                 unless_column=("{p}_transport_messages", "deliveries"),
             ),
-            Statement(
+            DDL(
                 "CREATE TABLE IF NOT EXISTS {p}_transport_dead (\n"
                 "    seq INTEGER NOT NULL,\n"
                 "    group_id TEXT NOT NULL,\n"
@@ -97,7 +97,7 @@ REVISIONS: tuple[tuple[str, tuple[Statement, ...]], ...] = (
                 "    PRIMARY KEY (seq)\n"
                 ")"
             ),
-            Statement(
+            DDL(
                 "CREATE INDEX IF NOT EXISTS {p}_transport_dead_by_group "
                 "ON {p}_transport_dead (group_id, seq)"
             ),
@@ -106,7 +106,7 @@ REVISIONS: tuple[tuple[str, tuple[Statement, ...]], ...] = (
     (
         "harel_sa_0004",
         (
-            Statement(
+            DDL(
                 "CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_priority "
                 "ON {p}_transport_groups (priority, last_claimed_at) WHERE priority > 0"
             ),
@@ -115,12 +115,12 @@ REVISIONS: tuple[tuple[str, tuple[Statement, ...]], ...] = (
     (
         "harel_sa_0005",
         (
-            Statement(
+            DDL(
                 "ALTER TABLE {p}_transport_messages ADD COLUMN enqueued_at REAL",
                 unless_column=("{p}_transport_messages", "enqueued_at"),
             ),
-            Statement("DROP INDEX IF EXISTS {p}_transport_groups_by_routing_key"),
-            Statement(
+            DDL("DROP INDEX IF EXISTS {p}_transport_groups_by_routing_key"),
+            DDL(
                 "CREATE INDEX IF NOT EXISTS {p}_transport_groups_by_routing_key "
                 "ON {p}_transport_groups (routing_key, last_claimed_at) "
                 "WHERE routing_key IS NOT NULL"
@@ -131,7 +131,7 @@ REVISIONS: tuple[tuple[str, tuple[Statement, ...]], ...] = (
 )
 
 #: A PostgreSQL step: one statement run alone, or a tuple of statements run as one transaction.
-Step = str | tuple[str, ...]
+OnlineStep = str | tuple[str, ...]
 #: The routing-key index made anew, never missing in between (0005, 0006): built beside it,
 #: the old one dropped, the new one renamed.
 _ROUTING_KEY_INDEX, _BESIDE = (
@@ -151,7 +151,7 @@ def _replace_routing_key_index(definition: str) -> tuple[str, ...]:
 #: The same revisions on PostgreSQL, in its types, as the steps their ``_online`` runs (their
 #: ``IF NOT EXISTS`` forms need no look at the catalog first); held equal to the
 #: ``*.postgresql.sql`` golden files.
-POSTGRESQL_REVISIONS: tuple[tuple[str, tuple[Step, ...]], ...] = (
+POSTGRESQL_REVISIONS: tuple[tuple[str, tuple[OnlineStep, ...]], ...] = (
     (
         "harel_sa_0001",
         (
@@ -283,7 +283,7 @@ def upgrade(conn: sqlite3.Connection, names: Names) -> None:
             conn.execute(sql)
 
 
-def postgresql_steps(names: Names, after: str | None = None) -> list[Step]:
+def postgresql_steps(names: Names, after: str | None = None) -> list[OnlineStep]:
     """The PostgreSQL steps under ``names`` of every revision after ``after`` (of all of them
     when it is ``None`` or no revision's), in order: run them on a database at ``after`` (any
     revision, for all of them: each is ``IF NOT EXISTS`` or harmless when repeated) and it is
@@ -300,7 +300,7 @@ def postgresql_steps(names: Names, after: str | None = None) -> list[Step]:
     ]
 
 
-def flat(steps: tuple[Step, ...] | list[Step]) -> list[str]:
+def flat(steps: tuple[OnlineStep, ...] | list[OnlineStep]) -> list[str]:
     """The statements of ``steps``, in order (a transaction's in its place)."""
     return [sql for step in steps for sql in ((step,) if isinstance(step, str) else step)]
 
