@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 PYPROJECT = ROOT / "pyproject.toml"
 # What the tests import: the docs test runs every block; tests/postgres needs psycopg.
-TEST_EXTRAS = "dev,harel,metrics,top,postgres"
+TEST_EXTRAS = "dev,harel,metrics,top,postgres,otel"
 LOWEST_EXTRAS = ("postgres",)  # extras whose lower bounds test-lowest pins with the runtime ones
 
 

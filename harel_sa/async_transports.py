@@ -15,7 +15,7 @@ from typing import Any, Generic, Self, TypeVar
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from harel_sa import settlements
+from harel_sa import settlements, traces
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.outbox import AsyncOutbox
@@ -68,6 +68,7 @@ class AsyncTransport(Generic[E]):
     def prefix(self) -> str:
         return self._binder.options.names.prefix
 
+    @traces.traced_async("publish")
     async def publish(
         self,
         group_id: str,
@@ -85,6 +86,7 @@ class AsyncTransport(Generic[E]):
             return
         await self._run(self._binder.publish(group_id, event, priority, routing_key))
 
+    @traces.traced_async("publish_many")
     async def publish_many(
         self,
         items: Iterable[tuple[str, BaseModel]],
@@ -100,6 +102,7 @@ class AsyncTransport(Generic[E]):
             return
         await self._run(self._binder.publish_many(items, priority, routing_key))
 
+    @traces.traced_async("claim")
     async def claim(
         self,
         worker_id: str,
@@ -113,6 +116,7 @@ class AsyncTransport(Generic[E]):
             self._binder.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         )
 
+    @traces.traced_async("ack_and_claim")
     async def ack_and_claim(
         self,
         lease: Lease[E],
@@ -132,6 +136,7 @@ class AsyncTransport(Generic[E]):
             settlements.report(lease, "acked")
         return acked, following
 
+    @traces.traced_async("claim_many")
     async def claim_many(
         self,
         worker_id: str,
@@ -149,6 +154,7 @@ class AsyncTransport(Generic[E]):
             )
         )
 
+    @traces.traced_async("ack_many")
     async def ack_many(
         self,
         leases: Sequence[Lease[E]],
@@ -163,6 +169,7 @@ class AsyncTransport(Generic[E]):
         settlements.report_acks(leases, acked)
         return acked
 
+    @traces.traced_async("ack_many_and_claim_many")
     async def ack_many_and_claim_many(
         self,
         leases: Sequence[Lease[E]],
@@ -183,6 +190,7 @@ class AsyncTransport(Generic[E]):
         settlements.report_acks(leases, acked)
         return acked, claimed
 
+    @traces.traced_async("ack")
     async def ack(
         self, lease: Lease[E], *, connection: AsyncConnection | AsyncSession | None = None
     ) -> bool:
@@ -195,6 +203,7 @@ class AsyncTransport(Generic[E]):
             settlements.report(lease, "acked")
         return acked
 
+    @traces.traced_async("nack")
     async def nack(
         self,
         lease: Lease[E],
@@ -215,6 +224,7 @@ class AsyncTransport(Generic[E]):
         """As :meth:`SqliteTransport.extend <harel_sa.SqliteTransport.extend>`."""
         return await self._run(self._binder.extend(lease, visibility))
 
+    @traces.traced_async("dead_letter")
     async def dead_letter(
         self,
         lease: Lease[E],

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import Session, scoped_session
 
-from harel_sa import validate
+from harel_sa import traces, validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Event, Lease
 from harel_sa.outbox_plans import Clauses, Plan, adrive, drive, plan_for, sync_executor
@@ -64,6 +64,7 @@ class Outbox(Generic[E]):
     def prefix(self) -> str:
         return self.names.prefix
 
+    @traces.traced("publish")
     def publish(
         self,
         connection: Connection | Session,
@@ -76,6 +77,7 @@ class Outbox(Generic[E]):
         row = message_row(self.event_type, group_id, event, priority, routing_key)
         self._run(connection, lambda plan: plan.publish([row]))
 
+    @traces.traced("publish_many")
     def publish_many(
         self,
         connection: Connection | Session,
@@ -88,17 +90,20 @@ class Outbox(Generic[E]):
         rows = message_rows(self.event_type, items, priority, routing_key)
         self._run(connection, lambda plan: plan.publish(rows))
 
+    @traces.traced("ack")
     def ack(self, connection: Connection | Session, lease: Lease[E]) -> bool:
         """Delete the leased message (and its group once empty) in ``connection``'s
         transaction; ``False``, deleting nothing, if the lease was lost."""
         checked = validate.lease(lease)
         return bool(self._run(connection, lambda plan: plan.ack(checked)))
 
+    @traces.traced("ack_many")
     def ack_many(self, connection: Connection | Session, leases: Sequence[Lease[E]]) -> list[bool]:
         """:meth:`ack` each lease, in ``connection``'s transaction."""
         checked = validate.leases(leases)
         return list(self._run(connection, lambda plan: plan.ack_many(checked)))
 
+    @traces.traced("nack")
     def nack(self, connection: Connection | Session, lease: Lease[E], delay: float = 0.0) -> bool:
         """Free the message now (``delay == 0``) or park it for ``delay`` seconds, in
         ``connection``'s transaction; ``False`` if the lease was lost."""
@@ -106,6 +111,7 @@ class Outbox(Generic[E]):
         wait = validate.seconds("delay", delay, allow_zero=True)
         return bool(self._run(connection, lambda plan: plan.nack(checked, wait)))
 
+    @traces.traced("dead_letter")
     def dead_letter(self, connection: Connection | Session, lease: Lease[E], reason: str) -> bool:
         """Move the leased message to the dead table in ``connection``'s transaction;
         ``False`` if the lease was lost."""
@@ -148,6 +154,7 @@ class Outbox(Generic[E]):
 class AsyncOutbox(Outbox[E]):
     """:class:`Outbox` on the application's ``AsyncConnection`` or ``AsyncSession``."""
 
+    @traces.traced_async("publish")
     async def publish(  # type: ignore[override]
         self,
         connection: AsyncConnection | AsyncSession,
@@ -159,6 +166,7 @@ class AsyncOutbox(Outbox[E]):
         row = message_row(self.event_type, group_id, event, priority, routing_key)
         await self._arun(connection, lambda plan: plan.publish([row]))
 
+    @traces.traced_async("publish_many")
     async def publish_many(  # type: ignore[override]
         self,
         connection: AsyncConnection | AsyncSession,
@@ -170,18 +178,21 @@ class AsyncOutbox(Outbox[E]):
         rows = message_rows(self.event_type, items, priority, routing_key)
         await self._arun(connection, lambda plan: plan.publish(rows))
 
+    @traces.traced_async("ack")
     async def ack(  # type: ignore[override]
         self, connection: AsyncConnection | AsyncSession, lease: Lease[E]
     ) -> bool:
         checked = validate.lease(lease)
         return bool(await self._arun(connection, lambda plan: plan.ack(checked)))
 
+    @traces.traced_async("ack_many")
     async def ack_many(  # type: ignore[override]
         self, connection: AsyncConnection | AsyncSession, leases: Sequence[Lease[E]]
     ) -> list[bool]:
         checked = validate.leases(leases)
         return list(await self._arun(connection, lambda plan: plan.ack_many(checked)))
 
+    @traces.traced_async("nack")
     async def nack(  # type: ignore[override]
         self, connection: AsyncConnection | AsyncSession, lease: Lease[E], delay: float = 0.0
     ) -> bool:
@@ -189,6 +200,7 @@ class AsyncOutbox(Outbox[E]):
         wait = validate.seconds("delay", delay, allow_zero=True)
         return bool(await self._arun(connection, lambda plan: plan.nack(checked, wait)))
 
+    @traces.traced_async("dead_letter")
     async def dead_letter(  # type: ignore[override]
         self, connection: AsyncConnection | AsyncSession, lease: Lease[E], reason: str
     ) -> bool:

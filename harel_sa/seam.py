@@ -16,7 +16,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from harel_sa import validate
+from harel_sa import traces, validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
@@ -60,7 +60,7 @@ def message_row(
     """One message to publish, validated (every backend's publish)."""
     return (
         validate.group_id(group_id),
-        validate.event(event, event_type),
+        traces.stamp(validate.event(event, event_type), event_type),
         validate.priority("priority", priority),
         validate.routing_key(routing_key),
     )
@@ -82,7 +82,8 @@ def message_rows(
             raise InvalidArgumentTypeError(
                 f"each item must be a (group_id, event) tuple, not {item!r:.80}"
             )
-        rows.append((group_id(item[0]), event(item[1], event_type), level, key))
+        json = traces.stamp(event(item[1], event_type), event_type)
+        rows.append((group_id(item[0]), json, level, key))
     return rows
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from harel_sa import settlements
+from harel_sa import settlements, traces
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.outbox import Outbox
@@ -70,6 +70,7 @@ class Transport(Generic[E]):
     def prefix(self) -> str:
         return self._binder.options.names.prefix
 
+    @traces.traced("publish")
     def publish(
         self,
         group_id: str,
@@ -98,6 +99,7 @@ class Transport(Generic[E]):
             return
         self._run(self._binder.publish(group_id, event, priority, routing_key))
 
+    @traces.traced("publish_many")
     def publish_many(
         self,
         items: Iterable[tuple[str, BaseModel]],
@@ -114,6 +116,7 @@ class Transport(Generic[E]):
             return
         self._run(self._binder.publish_many(items, priority, routing_key))
 
+    @traces.traced("claim")
     def claim(
         self,
         worker_id: str,
@@ -134,6 +137,7 @@ class Transport(Generic[E]):
             self._binder.claim(worker_id, visibility, min_priority, routing_keys, max_deliveries)
         )
 
+    @traces.traced("ack_and_claim")
     def ack_and_claim(
         self,
         lease: Lease[E],
@@ -156,6 +160,7 @@ class Transport(Generic[E]):
             settlements.report(lease, "acked")
         return acked, following
 
+    @traces.traced("claim_many")
     def claim_many(
         self,
         worker_id: str,
@@ -177,6 +182,7 @@ class Transport(Generic[E]):
             )
         )
 
+    @traces.traced("ack_many")
     def ack_many(
         self, leases: Sequence[Lease[E]], *, connection: Connection | Session | None = None
     ) -> list[bool]:
@@ -189,6 +195,7 @@ class Transport(Generic[E]):
         settlements.report_acks(leases, acked)
         return acked
 
+    @traces.traced("ack_many_and_claim_many")
     def ack_many_and_claim_many(
         self,
         leases: Sequence[Lease[E]],
@@ -209,6 +216,7 @@ class Transport(Generic[E]):
         settlements.report_acks(leases, acked)
         return acked, claimed
 
+    @traces.traced("ack")
     def ack(self, lease: Lease[E], *, connection: Connection | Session | None = None) -> bool:
         """Remove the leased message (and its group once empty).
 
@@ -224,6 +232,7 @@ class Transport(Generic[E]):
             settlements.report(lease, "acked")
         return acked
 
+    @traces.traced("nack")
     def nack(
         self,
         lease: Lease[E],
@@ -245,6 +254,7 @@ class Transport(Generic[E]):
         """Heartbeat: the lease now ends ``visibility`` seconds from now. ``False`` when lost."""
         return self._run(self._binder.extend(lease, visibility))
 
+    @traces.traced("dead_letter")
     def dead_letter(
         self, lease: Lease[E], reason: str, *, connection: Connection | Session | None = None
     ) -> bool:
