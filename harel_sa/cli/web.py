@@ -1,0 +1,155 @@
+"""``harel-sa web``: serve a page of the queue (the ``web`` extra), on loopback by default.
+
+It reads as ``stats`` does (read-only); with ``--allow-writes`` and a token (the
+``HAREL_SA_WEB_TOKEN`` variable or ``--token-file``) the page may also requeue, release and
+purge, each behind a confirmation where the operator gives the token. The token is never
+printed, logged or put in a page or URL; the database is shown with its password masked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from typing import Any
+
+from sqlalchemy import make_url
+
+from harel_sa.cli.common import (
+    OK,
+    CliError,
+    Commands,
+    Target,
+    add_db_options,
+    open_queue,
+    queue_target,
+)
+from harel_sa.redact import MASK
+
+TOKEN_VARIABLE = "HAREL_SA_WEB_TOKEN"
+
+
+def register(commands: Commands) -> None:
+    p = commands.add_parser(
+        "web",
+        help="a web page of the queue (read-only unless --allow-writes and a token)",
+        description="Serve a page of the queue: totals and rates, groups, leases by worker, "
+        "dead letters. With --allow-writes and a token (HAREL_SA_WEB_TOKEN or --token-file) "
+        "it may requeue and purge dead letters, release parks and purge a group, each "
+        "confirmed with the token. Needs pip install 'harel-sa[web]'. Ctrl-C ends it.",
+    )
+    add_db_options(p)
+    p.add_argument("--host", default="127.0.0.1", help="the address to bind (%(default)s)")
+    p.add_argument(
+        "--port", metavar="N", type=int, default=8642, help="default: 8642; 0: any free port"
+    )
+    p.add_argument("--allow-writes", action="store_true", help="offer the actions (token)")
+    p.add_argument(
+        "--token-file", metavar="PATH", help=f"the token's file (else ${TOKEN_VARIABLE})"
+    )
+    p.add_argument(
+        "--refresh", metavar="S", type=int, default=5, help="reload every S seconds (5; 0: off)"
+    )
+    p.set_defaults(func=cmd_web)
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    from harel_sa.web.guard import MIN_TOKEN
+
+    if args.token_file is not None:
+        try:
+            with open(args.token_file, encoding="utf-8") as f:
+                token: str | None = f.read().strip()
+        except OSError as exc:
+            why = exc.strerror or type(exc).__name__
+            raise CliError(f"cannot read the token file {args.token_file}: {why}") from None
+        except UnicodeDecodeError:  # its message would quote a byte of the token
+            raise CliError(f"the token file {args.token_file} is not UTF-8 text") from None
+    else:
+        token = os.environ.get(TOKEN_VARIABLE, "").strip() or None
+    if not args.allow_writes:
+        return None
+    if not token:
+        raise CliError(
+            f"--allow-writes needs a token: set {TOKEN_VARIABLE} or give --token-file PATH"
+        )
+    if len(token) < MIN_TOKEN:
+        raise CliError(f"the token is too short: give one of at least {MIN_TOKEN} characters")
+    return token
+
+
+def _where(args: argparse.Namespace) -> Target:
+    if args.db is None and args.url is None:
+        args.url = os.environ.get("HAREL_SA_URL") or None
+        args.db = os.environ.get("HAREL_SA_DB") or None
+        if args.db is not None and args.url is not None:
+            raise CliError("give one of HAREL_SA_DB and HAREL_SA_URL, not both")
+    return queue_target(args, must_exist=True)
+
+
+def redactor(api: str) -> Any:
+    """A function that masks the password of the database ``api`` wherever it appears."""
+    try:
+        password = make_url(api).password if "://" in api else None
+    except Exception:  # a bad URL was refused before; mask nothing more than display does
+        password = None
+    secret = None if password is None else str(password)
+
+    def redact(text: str) -> str:
+        return text.replace(secret, MASK) if secret else text
+
+    return redact
+
+
+def cmd_web(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"--port must be from 0 to 65535, not {args.port}")
+    if args.refresh < 0:
+        raise CliError("--refresh must be 0 (off) or more seconds")
+    token = _token(args)
+    t = _where(args)
+    import uvicorn  # the web extra: missing, it is a usage error naming the extra
+
+    import harel_sa.web.app  # noqa: F401 - its packages too, before anything is opened
+    from harel_sa.web.guard import Guard, Secret, authorities
+
+    open_queue(t, read_only=True).close()  # the schema checked (exit 3) before serving
+    try:
+        listening = socket.create_server(
+            (args.host, args.port), family=_family(args.host), reuse_port=False
+        )
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {why}") from None
+    port = listening.getsockname()[1]
+    guard = Guard(authorities(args.host, port), None if token is None else Secret(token))
+    app = app_for(t, guard, args.refresh)
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    mode = "writes allowed with the token" if token else "read-only"
+    print(f"harel-sa web: {t.shown} on http://{shown}:{port}/ ({mode})", flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    try:
+        uvicorn.Server(config).run(sockets=[listening])
+    finally:
+        listening.close()
+    sys.stdout.flush()
+    return OK
+
+
+def app_for(t: Target, guard: Any, refresh: int = 5) -> Any:
+    """The web app over the queue of ``t``: read-only opens for the page, writable for actions."""
+    from harel_sa.web.app import create_app
+
+    return create_app(
+        open_read=lambda: open_queue(t, read_only=True),
+        open_write=lambda: open_queue(t),
+        title=f"{t.shown} (prefix {t.prefix})",
+        guard=guard,
+        refresh=refresh,
+        redact=redactor(t.api),
+    )
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
