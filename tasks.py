@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent
 PYPROJECT = ROOT / "pyproject.toml"
 # What the tests import: the docs test runs every block; tests/postgres needs psycopg.
 TEST_EXTRAS = "dev,harel,metrics,top,postgres,web"
-LOWEST_EXTRAS = ("postgres", "web")  # extras whose lower bounds test-lowest pins with the runtime ones
+# The extras whose lower bounds test-lowest pins with the runtime ones.
+LOWEST_EXTRAS = ("postgres", "web")
 
 
 class Env:

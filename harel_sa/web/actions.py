@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from harel_sa.cli.format import plural
+from harel_sa.web.view import pretty
+
+#: The most messages a confirmation counts (the action itself has no limit).
+COUNT_LIMIT = 10_000
 
 
 class ActionError(Exception):
@@ -118,6 +122,24 @@ def parse(params: Mapping[str, str]) -> Request:
         except ValueError:
             raise ActionError("seq must be a whole number") from None
     return Request(action, group, seq)
+
+
+def affected(q: Any, r: Request) -> list[tuple[str, str]] | None:
+    """What ``r`` would change now, as (label, value) rows for the confirmation; ``None`` when
+    it names a dead letter (by seq) that is not there."""
+    if r.seq is not None:
+        letters = q.dead(r.group, [r.seq], 1)
+        if not letters:
+            return None
+        d = letters[0]
+        return [("group", d.group_id), ("error", d.error), ("event", pretty(d.event))]
+    if r.action.name in ("requeue", "purge-dead"):
+        return [("dead letters", str(len(q.dead(r.group, None, COUNT_LIMIT + 1))))]
+    messages = q.peek(r.group, COUNT_LIMIT + 1)
+    states = [m.state for m in messages]
+    if r.action.name == "release":
+        return [("parked messages", str(states.count("parked")))]
+    return [("messages", str(len(states))), ("of them leased", str(states.count("leased")))]
 
 
 def missing(q: Any, r: Request) -> bool:

@@ -32,7 +32,7 @@ HEADERS = {
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # (no-referrer makes a form's Origin "null")
     "Cache-Control": "no-store",
 }
 log = logging.getLogger("harel_sa.web")
@@ -108,7 +108,14 @@ def create_app(
             wanted = actions.parse(dict(request.query_params))
         except actions.ActionError as exc:
             return render("message.html", 400, heading="Not an action", text=str(exc))
-        return render("confirm.html", r=wanted)
+        try:
+            found = await run_in_threadpool(read, lambda q: actions.affected(q, wanted))
+        except Exception as exc:
+            return failed(exc)
+        if found is None:
+            text = f"no dead message with seq {wanted.seq}: nothing to do"
+            return render("message.html", 404, heading="Not found", text=text)
+        return render("confirm.html", r=wanted, affected=found)
 
     async def act(request: Request) -> Response:
         if (no := refused(request)) is not None:

@@ -100,7 +100,7 @@ class Reader:
                     utc_time(d.dead_at),
                     kind_of(d.event),
                     d.error,
-                    _pretty(d.event),
+                    pretty(d.event),
                 )
                 for d in dead
             ],
@@ -111,7 +111,7 @@ class Reader:
 def _rates(rates: Rates | None) -> list[tuple[str, str]]:
     if rates is None:
         return [("in", "- (after the next refresh)"), ("out", "-")]
-    window = f" (last {rates.seconds:.0f}s)"
+    window = f" (last {age(rates.seconds)})"
     return [
         ("in" + window, f"{rates.published:.1f}/s"),
         ("out" + window, f"{rates.settled:.1f}/s"),
@@ -134,7 +134,7 @@ def groups(messages: list[Any], now: float) -> list[Group]:
     return list(found.values())
 
 
-def _pretty(event: str) -> str:
+def pretty(event: str) -> str:
     """A stored event indented for reading (as stored when it is not JSON)."""
     value = decoded(event)
     return event if value is None else json.dumps(value, indent=2, ensure_ascii=False)

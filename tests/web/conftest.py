@@ -70,8 +70,7 @@ def fill(q: Any) -> int:
 @pytest.fixture(params=BACKENDS)
 def queue(request: pytest.FixtureRequest, tmp_path: Path) -> Queue:
     if request.param == "sqlite":
-        path = str(tmp_path / "q.db")
-        found = Queue("sqlite", ["--db", path], path)
+        found = Queue("sqlite", ["--db", "queue.db"], str(tmp_path / "queue.db"))
     else:
         url = str(request.getfixturevalue("pg_url"))
         found = Queue("postgresql", ["--url", url], url)
@@ -111,11 +110,12 @@ def start(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) 
 
 
 @pytest.fixture
-def serve() -> Iterator[Any]:
+def serve(tmp_path: Path) -> Iterator[Any]:
+    """``serve(args, env)``: ``harel-sa web`` run in ``tmp_path``, ended after the test."""
     started: list[Server] = []
 
     def run(args: list[str], env: dict[str, str] | None = None) -> Server:
-        server = start(args, env)
+        server = start(args, env, tmp_path)
         started.append(server)
         return server
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 with warnings.catch_warnings():  # Starlette 1.x would rather have httpx2; either works here
-    warnings.simplefilter("ignore", DeprecationWarning)
+    warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
 from harel_sa.cli.common import Target
@@ -103,6 +103,9 @@ def test_the_confirmation_carries_the_action_but_not_the_token(queue: Queue) -> 
     assert page.status_code == 200
     assert HOSTILE_GROUP not in page.text and "&lt;script&gt;" in page.text
     assert 'type="password" name="token"' in page.text and TOKEN not in page.text
+    letter = c.get("/confirm", params={"action": "requeue", "seq": queue.dead_seq}).text
+    assert "&lt;script&gt;window.pwned=3&lt;/script&gt; refund" in letter
+    assert c.get("/confirm", params={"action": "requeue", "seq": "999"}).status_code == 404
     assert c.get("/confirm", params={"action": "drop-table"}).status_code == 400
     assert c.get("/confirm", params={"action": "purge-group"}).status_code == 400
 
