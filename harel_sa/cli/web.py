@@ -12,11 +12,14 @@ import argparse
 import os
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import make_url
+from sqlalchemy.exc import ArgumentError
 
 from harel_sa.cli.common import (
+    FAILED,
     OK,
     CliError,
     Commands,
@@ -88,16 +91,24 @@ def _where(args: argparse.Namespace) -> Target:
     return queue_target(args, must_exist=True)
 
 
-def redactor(api: str) -> Any:
-    """A function that masks the password of the database ``api`` wherever it appears."""
+def redactor(api: str) -> Callable[[str], str]:
+    """A function that masks the database ``api``'s passwords (``user:pw@``, ``?password=``,
+    ``?sslpassword=``) wherever they appear in a text (an error the page or log shows)."""
+    secrets: list[str] = []
     try:
-        password = make_url(api).password if "://" in api else None
-    except Exception:  # a bad URL was refused before; mask nothing more than display does
-        password = None
-    secret = None if password is None else str(password)
+        url = make_url(api) if "://" in api else None
+    except (ArgumentError, ValueError):
+        url = None
+    if url is not None:
+        secrets += [str(url.password)] if url.password else []
+        for key, value in url.query.items():
+            if key.lower() in ("password", "sslpassword"):
+                secrets += [value] if isinstance(value, str) else list(value)
 
     def redact(text: str) -> str:
-        return text.replace(secret, MASK) if secret else text
+        for secret in sorted(filter(None, secrets), key=len, reverse=True):
+            text = text.replace(secret, MASK)
+        return text
 
     return redact
 
@@ -121,7 +132,7 @@ def cmd_web(args: argparse.Namespace) -> int:
         )
     except OSError as exc:
         why = exc.strerror or exc
-        raise CliError(f"cannot listen on {args.host}:{args.port}: {why}") from None
+        raise CliError(f"cannot listen on {args.host}:{args.port}: {why}", FAILED) from None
     port = listening.getsockname()[1]
     guard = Guard(authorities(args.host, port), None if token is None else Secret(token))
     app = app_for(t, guard, args.refresh)
@@ -131,6 +142,8 @@ def cmd_web(args: argparse.Namespace) -> int:
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
     try:
         uvicorn.Server(config).run(sockets=[listening])
+    except KeyboardInterrupt:
+        pass  # Ctrl-C: the way to stop it (Uvicorn raises it again once it has stopped)
     finally:
         listening.close()
     sys.stdout.flush()

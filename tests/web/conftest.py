@@ -83,6 +83,7 @@ def queue(request: pytest.FixtureRequest, tmp_path: Path) -> Queue:
 class Server:
     url: str
     process: subprocess.Popen[str]
+    said: str  # the line it printed, with its address
 
 
 def start(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> Server:
@@ -102,7 +103,7 @@ def start(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) 
         if ready:
             line = process.stdout.readline()
             if " on http://" in line:
-                return Server(line.split(" on ", 1)[1].split()[0], process)
+                return Server(line.split(" on ", 1)[1].split()[0], process, line)
         if process.poll() is not None:
             break
     process.kill()

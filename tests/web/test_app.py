@@ -14,8 +14,11 @@ with warnings.catch_warnings():  # Starlette 1.x would rather have httpx2; eithe
     from starlette.testclient import TestClient
 
 from harel_sa.cli.common import Target
-from harel_sa.cli.web import app_for
+from harel_sa.cli.web import app_for, redactor
+from harel_sa.redact import display
+from harel_sa.web.app import create_app
 from harel_sa.web.guard import Guard, Secret, authorities
+from tests.cli.test_secrets import PASSWORD
 from tests.web.conftest import (
     HOSTILE_DATA,
     HOSTILE_ERROR,
@@ -132,3 +135,24 @@ def test_each_action_with_the_token(queue: Queue) -> None:
         s = q.stats()
         assert (s.dead, s.parked, s.messages) == (0, 0, 3)
         assert q.peek("orders-1042") == []
+
+
+def test_an_error_is_shown_without_the_database_password() -> None:
+    url = f"postgresql://app:{PASSWORD}@db.example/shop"
+
+    def broken() -> Any:
+        raise RuntimeError(f"could not connect to {url}")
+
+    app = create_app(
+        open_read=broken,
+        open_write=broken,
+        title=display(url),
+        guard=Guard(authorities("127.0.0.1", 8642), Secret(TOKEN)),
+        redact=redactor(url),
+    )
+    page = TestClient(app, base_url=BASE).get("/")
+    assert page.status_code == 500 and "could not connect" in page.text
+    assert PASSWORD not in page.text and "app:***@db.example" in page.text
+    form = {"action": "requeue", "token": TOKEN}
+    done = TestClient(app, base_url=BASE).post("/action", data=form)
+    assert done.status_code == 500 and PASSWORD not in done.text
