@@ -31,6 +31,8 @@ from harel_sa.cli.common import (
 from harel_sa.redact import MASK
 
 TOKEN_VARIABLE = "HAREL_SA_WEB_TOKEN"
+#: The shortest token accepted: a guessable one would open the queue to any local program.
+MIN_TOKEN = 16
 
 
 def register(commands: Commands) -> None:
@@ -58,8 +60,6 @@ def register(commands: Commands) -> None:
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    from harel_sa.web.guard import MIN_TOKEN
-
     if args.token_file is not None:
         try:
             with open(args.token_file, encoding="utf-8") as f:
@@ -123,7 +123,6 @@ def cmd_web(args: argparse.Namespace) -> int:
     import uvicorn  # the web extra: missing, it is a usage error naming the extra
 
     import harel_sa.web.app  # noqa: F401 - its packages too, before anything is opened
-    from harel_sa.web.guard import Guard, Secret, authorities
 
     open_queue(t, read_only=True).close()  # the schema checked (exit 3) before serving
     try:
@@ -134,8 +133,7 @@ def cmd_web(args: argparse.Namespace) -> int:
         why = exc.strerror or exc
         raise CliError(f"cannot listen on {args.host}:{args.port}: {why}", FAILED) from None
     port = listening.getsockname()[1]
-    guard = Guard(authorities(args.host, port), None if token is None else Secret(token))
-    app = app_for(t, guard, args.refresh)
+    app = app_for(t, (args.host, port), token, args.refresh)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     mode = "writes allowed with the token" if token else "read-only"
     print(f"harel-sa web: {t.shown} on http://{shown}:{port}/ ({mode})", flush=True)
@@ -150,15 +148,17 @@ def cmd_web(args: argparse.Namespace) -> int:
     return OK
 
 
-def app_for(t: Target, guard: Any, refresh: int = 5) -> Any:
-    """The web app over the queue of ``t``: read-only opens for the page, writable for actions."""
+def app_for(t: Target, address: tuple[str, int], token: str | None, refresh: int = 5) -> Any:
+    """The web app over the queue of ``t`` at ``address``, writes allowed with ``token``:
+    read-only opens for the page, writable ones for the actions."""
     from harel_sa.web.app import create_app
 
     return create_app(
         open_read=lambda: open_queue(t, read_only=True),
         open_write=lambda: open_queue(t),
         title=f"{t.shown} (prefix {t.prefix})",
-        guard=guard,
+        address=address,
+        token=token,
         refresh=refresh,
         redact=redactor(t.api),
     )

@@ -21,7 +21,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from harel_sa.web import actions
-from harel_sa.web.guard import Guard
+from harel_sa.web.guard import Guard, Secret, authorities
 from harel_sa.web.view import Reader
 
 HERE = Path(__file__).parent
@@ -44,12 +44,15 @@ def create_app(
     open_read: Opener,
     open_write: Opener,
     title: str,
-    guard: Guard,
+    address: tuple[str, int],
+    token: str | None = None,
     refresh: int = 5,
     redact: Callable[[str], str] = lambda text: text,
 ) -> Starlette:
     """The app over the queue ``open_read``/``open_write`` open (each call a transport that
-    the app closes); ``title`` names the queue (credentials masked already)."""
+    the app closes); ``title`` names the queue (credentials masked already). It answers to
+    ``address`` (host, port) alone; writes are allowed when a ``token`` is given."""
+    guard = Guard(authorities(*address), None if token is None else Secret(token))
     templates = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),

@@ -11,9 +11,6 @@ import hmac
 import ipaddress
 from collections.abc import Iterable, Mapping
 
-#: The shortest token accepted: a guessable one would open the queue to any local program.
-MIN_TOKEN = 16
-
 
 class Secret:
     """A token that never shows itself (``repr``, ``str``, f-strings, logs)."""

@@ -17,7 +17,6 @@ from harel_sa.cli.common import Target
 from harel_sa.cli.web import app_for, redactor
 from harel_sa.redact import display
 from harel_sa.web.app import create_app
-from harel_sa.web.guard import Guard, Secret, authorities
 from tests.cli.test_secrets import PASSWORD
 from tests.web.conftest import (
     HOSTILE_DATA,
@@ -36,8 +35,8 @@ def client(queue: Queue, *, writes: bool) -> TestClient:
         t = Target(queue.where, queue.where, "harel")
     else:
         t = Target(queue.where, None, "harel", is_url=True)
-    guard = Guard(authorities("127.0.0.1", 8642), Secret(TOKEN) if writes else None)
-    return TestClient(app_for(t, guard), base_url=BASE)
+    app = app_for(t, ("127.0.0.1", 8642), TOKEN if writes else None)
+    return TestClient(app, base_url=BASE)
 
 
 def state(queue: Queue) -> Any:
@@ -147,7 +146,8 @@ def test_an_error_is_shown_without_the_database_password() -> None:
         open_read=broken,
         open_write=broken,
         title=display(url),
-        guard=Guard(authorities("127.0.0.1", 8642), Secret(TOKEN)),
+        address=("127.0.0.1", 8642),
+        token=TOKEN,
         redact=redactor(url),
     )
     page = TestClient(app, base_url=BASE).get("/")
