@@ -12,7 +12,7 @@ import argparse
 import os
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import make_url
@@ -48,6 +48,13 @@ def register(commands: Commands) -> None:
     p.add_argument("--host", default="127.0.0.1", help="the address to bind (%(default)s)")
     p.add_argument(
         "--port", metavar="N", type=int, default=8642, help="default: 8642; 0: any free port"
+    )
+    p.add_argument(
+        "--allow-host",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="also answer to this Host header (a name a proxy or browser uses; repeatable)",
     )
     p.add_argument("--allow-writes", action="store_true", help="offer the actions (token)")
     p.add_argument(
@@ -133,7 +140,7 @@ def cmd_web(args: argparse.Namespace) -> int:
         why = exc.strerror or exc
         raise CliError(f"cannot listen on {args.host}:{args.port}: {why}", FAILED) from None
     port = listening.getsockname()[1]
-    app = app_for(t, (args.host, port), token, args.refresh)
+    app = app_for(t, (args.host, port), token, args.refresh, args.allow_host)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     mode = "writes allowed with the token" if token else "read-only"
     print(f"harel-sa web: {t.shown} on http://{shown}:{port}/ ({mode})", flush=True)
@@ -148,7 +155,13 @@ def cmd_web(args: argparse.Namespace) -> int:
     return OK
 
 
-def app_for(t: Target, address: tuple[str, int], token: str | None, refresh: int = 5) -> Any:
+def app_for(
+    t: Target,
+    address: tuple[str, int],
+    token: str | None,
+    refresh: int = 5,
+    hosts: Sequence[str] = (),
+) -> Any:
     """The web app over the queue of ``t`` at ``address``, writes allowed with ``token``:
     read-only opens for the page, writable ones for the actions."""
     from harel_sa.web.app import create_app
@@ -159,6 +172,7 @@ def app_for(t: Target, address: tuple[str, int], token: str | None, refresh: int
         title=f"{t.shown} (prefix {t.prefix})",
         address=address,
         token=token,
+        hosts=hosts,
         refresh=refresh,
         redact=redactor(t.api),
     )

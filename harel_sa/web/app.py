@@ -8,7 +8,7 @@ An error is shown with ``redact`` applied, so a database password never reaches 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -46,6 +46,7 @@ def create_app(
     title: str,
     address: tuple[str, int],
     token: str | None = None,
+    hosts: Iterable[str] = (),
     refresh: int = 5,
     redact: Callable[[str], str] = lambda text: text,
 ) -> Starlette:

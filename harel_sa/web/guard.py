@@ -29,12 +29,19 @@ class Secret:
     __str__ = __repr__
 
 
-def authorities(host: str, port: int) -> frozenset[str]:
-    """The ``Host`` values that name the bound address (every loopback name for loopback)."""
+def authorities(host: str, port: int, more: Iterable[str] = ()) -> frozenset[str]:
+    """The ``Host`` values that name the bound address (every loopback name for loopback, and
+    for a wildcard ``0.0.0.0``/``::``), and the names in ``more`` (``NAME`` or ``NAME:PORT``;
+    a bare name with and without the port, as a proxy in front may send it)."""
     names = {host}
-    if host in ("localhost", "") or _loopback(host):
+    if host in ("localhost", "", "0.0.0.0", "::") or _loopback(host):
         names |= {"127.0.0.1", "localhost", "::1"}
-    return frozenset(f"[{n}]:{port}" if ":" in n else f"{n}:{port}" for n in names)
+    found = {f"[{n}]:{port}" if ":" in n else f"{n}:{port}" for n in names}
+    for name in more:
+        found.add(name)
+        if not name.rpartition(":")[2].isdigit() or name.endswith("]"):
+            found.add(f"{name}:{port}")
+    return frozenset(found)
 
 
 def _loopback(host: str) -> bool:
@@ -58,7 +65,10 @@ class Guard:
     def refusal(self, method: str, headers: Mapping[str, str]) -> str | None:
         """Why a request is refused by its headers alone, or ``None``."""
         if headers.get("host", "").lower() not in self.allowed:
-            return "unknown Host header: use the address the server printed"
+            return (
+                "unknown Host header: use the address the server printed, or start it with "
+                "--allow-host NAME"
+            )
         if method not in ("GET", "HEAD"):
             origin = headers.get("origin")
             if origin is not None and origin.lower() not in {f"http://{a}" for a in self.allowed}:
