@@ -17,7 +17,7 @@ from typing import NoReturn
 from sqlalchemy.exc import SQLAlchemyError
 
 from harel_sa import __version__
-from harel_sa.cli import db, demo, queue, top, worker
+from harel_sa.cli import db, demo, queue, top, web, worker
 from harel_sa.cli.common import FAILED, INTERRUPTED, SCHEMA, USAGE, CliError
 from harel_sa.errors import (
     HarelSAError,
@@ -31,6 +31,7 @@ __all__ = ["main", "parser"]
 
 #: The driver each extra installs: its absence is a usage error that names the extra.
 _EXTRAS = {"psycopg": "postgres", "psycopg_pool": "postgres", "prometheus_client": "metrics"}
+_EXTRAS |= {"starlette": "web", "uvicorn": "web", "jinja2": "web"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,6 +55,7 @@ def parser() -> argparse.ArgumentParser:
     queue.register(commands)
     worker.register(commands)
     top.register(commands)
+    web.register(commands)
     _everywhere(parser, top_level=True)
     return parser
 

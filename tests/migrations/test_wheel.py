@@ -72,6 +72,9 @@ def test_the_wheel_carries_the_environment_and_every_revision(dist: tuple[Path, 
         "harel_sa/migrations/__init__.py",
         "harel_sa/migrations/env.py",
         "harel_sa/migrations/script.py.mako",
+        "harel_sa/web/app.py",  # the web extra's code and its pages
+        "harel_sa/web/templates/page.html",
+        "harel_sa/web/templates/style.css",
         *(f"harel_sa/migrations/versions/{name}" for name in REVISIONS),
     } <= names
     assert len(REVISIONS) == 6
@@ -164,6 +167,7 @@ def test_a_base_install_imports_everything_and_names_the_missing_extras(
         (["demo", *url], "postgres"),
         (["db", "check", *url], "postgres"),
         (["worker", "app:handle", "--db", "q.db", "--metrics-port", "0"], "metrics"),
+        (["web", "--db", "q.db"], "web"),
     ):
         done = run([harel_sa, *argv], cwd=tmp_path, env=installed.env, ok=False)
         assert done.returncode == 2, done.stderr

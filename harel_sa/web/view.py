@@ -1,0 +1,154 @@
+"""What the page shows, read from a transport: totals, rates, groups, leases, dead letters.
+
+Everything comes from the transport's own admin reads (``stats``, ``peek``, ``dead``), as
+``harel-sa stats``, ``peek``, ``dead list`` and ``top`` read it; nothing here writes SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from harel_sa.cli.format import age, decoded, kind_of, utc_time
+from harel_sa.cli.top import Rates, Window
+
+#: The oldest messages read to sum up the groups (a larger queue shows the groups of these).
+SCAN = 5000
+#: The dead letters shown (oldest first).
+DEAD_SHOWN = 100
+
+
+@dataclass
+class Group:
+    """One group among the messages read: its backlog (ready), in flight and parked counts,
+    and the age of its oldest message when the event says when it was created."""
+
+    group_id: str
+    head: int
+    ready: int = 0
+    in_flight: int = 0
+    parked: int = 0
+    oldest: str = "-"
+
+
+@dataclass
+class Dead:
+    seq: int
+    group_id: str
+    deliveries: int
+    routing_key: str | None
+    dead_at: str
+    kind: str
+    error: str
+    event: str
+
+
+@dataclass
+class Snapshot:
+    """One reading of the queue, as the page renders it (strings, never markup)."""
+
+    now: str
+    totals: list[tuple[str, str]]
+    groups: list[Group]
+    groups_cut: bool
+    workers: list[tuple[str, int]]
+    dead: list[Dead]
+    dead_total: int
+    rates: list[tuple[str, str]] = field(default_factory=list)
+
+
+class Reader:
+    """Reads snapshots; keeps the recent ones for the rates in and out (as ``top`` does)."""
+
+    def __init__(self, window: float = 60.0) -> None:
+        self._window = Window(window)
+        self._lock = threading.Lock()
+
+    def read(self, q: Any) -> Snapshot:
+        stats = q.stats()
+        messages = q.peek(None, SCAN + 1)
+        dead = q.dead(None, None, DEAD_SHOWN)
+        with self._lock:
+            rates = self._window.add(time.monotonic(), stats)
+        return Snapshot(
+            now=utc_time(stats.now),
+            totals=[
+                ("messages", str(stats.messages)),
+                ("ready", str(stats.ready)),
+                ("in flight", str(stats.in_flight)),
+                ("parked", str(stats.parked)),
+                ("dead", str(stats.dead)),
+                ("groups", str(stats.groups)),
+                ("oldest age", age(stats.oldest_age)),
+                ("oldest ready", age(stats.oldest_ready_age)),
+                ("published", str(stats.published)),
+            ],
+            rates=_rates(rates),
+            groups=groups(messages[:SCAN], stats.now),
+            groups_cut=len(messages) > SCAN,
+            workers=sorted(stats.leases_by_worker.items()),
+            dead=[
+                Dead(
+                    d.seq,
+                    d.group_id,
+                    d.deliveries,
+                    d.routing_key,
+                    utc_time(d.dead_at),
+                    kind_of(d.event),
+                    d.error,
+                    pretty(d.event),
+                )
+                for d in dead
+            ],
+            dead_total=stats.dead,
+        )
+
+
+def _rates(rates: Rates | None) -> list[tuple[str, str]]:
+    if rates is None:
+        return [("in", "- (after the next refresh)"), ("out", "-")]
+    window = f" (last {age(rates.seconds)})"
+    return [
+        ("in" + window, f"{rates.published:.1f}/s"),
+        ("out" + window, f"{rates.settled:.1f}/s"),
+    ]
+
+
+def groups(messages: list[Any], now: float) -> list[Group]:
+    """The groups of ``messages`` (oldest first), in the order of their oldest message."""
+    found: dict[str, Group] = {}
+    for m in messages:
+        g = found.get(m.group_id)
+        if g is None:
+            g = found[m.group_id] = Group(m.group_id, m.seq, oldest=_age(m.event, now))
+        if m.state == "leased":
+            g.in_flight += 1
+        elif m.state == "parked":
+            g.parked += 1
+        else:
+            g.ready += 1
+    return list(found.values())
+
+
+def pretty(event: str) -> str:
+    """A stored event indented for reading (as stored when it is not JSON)."""
+    value = decoded(event)
+    return event if value is None else json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _age(event: str, now: float) -> str:
+    """The age of a stored event by its ``created_time`` (a number or ISO-8601), or ``-``."""
+    value = decoded(event)
+    created = value.get("created_time") if isinstance(value, dict) else None
+    try:
+        if isinstance(created, int | float) and not isinstance(created, bool):
+            return age(max(0.0, now - float(created)))
+        if isinstance(created, str):
+            return age(max(0.0, now - datetime.fromisoformat(created).timestamp()))
+    except (ValueError, OverflowError, OSError):
+        pass
+    return "-"

@@ -1,0 +1,158 @@
+"""The app through Starlette's test client, on a real SQLite file and a real PostgreSQL: what
+the page shows (escaped), and the writes: refused without writes allowed, with a wrong token,
+from another origin or Host (nothing changed), done with the token."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+with warnings.catch_warnings():  # Starlette 1.x would rather have httpx2; either works here
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+
+from harel_sa.cli.common import Target
+from harel_sa.cli.web import app_for, redactor
+from harel_sa.redact import display
+from harel_sa.web.app import create_app
+from tests.cli.test_secrets import PASSWORD
+from tests.web.conftest import (
+    HOSTILE_DATA,
+    HOSTILE_ERROR,
+    HOSTILE_GROUP,
+    HOSTILE_PARKED,
+    TOKEN,
+    Queue,
+)
+
+BASE = "http://127.0.0.1:8642"
+
+
+def client(queue: Queue, *, writes: bool) -> TestClient:
+    if queue.backend == "sqlite":
+        t = Target(queue.where, queue.where, "harel")
+    else:
+        t = Target(queue.where, None, "harel", is_url=True)
+    app = app_for(t, ("127.0.0.1", 8642), TOKEN if writes else None)
+    return TestClient(app, base_url=BASE)
+
+
+def state(queue: Queue) -> Any:
+    with queue.open() as q:
+        return q.stats().model_dump(exclude={"now", "oldest_age", "oldest_ready_age"})
+
+
+def test_the_page_shows_the_queue_escaped(queue: Queue) -> None:
+    page = client(queue, writes=False).get("/")
+    assert page.status_code == 200
+    html = page.text
+    for row in ('<th>messages</th><td class="n">5</td>', '<th>dead</th><td class="n">2</td>'):
+        assert row in html
+    assert "orders-1042" in html and "billing-1" in html and "card declined" in html
+    assert "1h03m" in html  # orders-1042's oldest, by its event's created_time
+    for hostile in (HOSTILE_GROUP, HOSTILE_PARKED, HOSTILE_ERROR, HOSTILE_DATA):
+        assert hostile not in html
+    assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in html
+    assert "&#34;&gt;&lt;img src=x onerror=&#34;window.pwned=2&#34;&gt;" in html
+    assert "<script" not in html and "<img" not in html
+    assert "script-src" not in page.headers["content-security-policy"]  # none may run
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    assert "/confirm" not in html  # read-only: no action offered
+
+
+def test_writes_are_refused_without_allow_writes(queue: Queue) -> None:
+    before = state(queue)
+    c = client(queue, writes=False)
+    assert c.get("/confirm", params={"action": "requeue"}).status_code == 403
+    done = c.post("/action", data={"action": "requeue", "token": TOKEN})
+    assert done.status_code == 403 and "writes are off" in done.text
+    assert state(queue) == before
+
+
+@pytest.mark.parametrize("token", [None, "", "wrong-token-wrong-token-wrong!!", TOKEN + "x"])
+def test_a_wrong_token_changes_nothing(queue: Queue, token: str | None) -> None:
+    before = state(queue)
+    form = {"action": "purge-dead"}
+    if token is not None:
+        form["token"] = token
+    done = client(queue, writes=True).post("/action", data=form)
+    assert done.status_code == 403 and "wrong token" in done.text
+    assert TOKEN not in done.text
+    assert state(queue) == before
+
+
+def test_another_origin_or_host_is_refused(queue: Queue) -> None:
+    before = state(queue)
+    c = client(queue, writes=True)
+    form = {"action": "purge-dead", "token": TOKEN}
+    other = c.post("/action", data=form, headers={"Origin": "http://evil.example"})
+    assert other.status_code == 403 and "cross-origin" in other.text
+    rebound = c.post("/action", data=form, headers={"Host": "evil.example:8642"})
+    assert rebound.status_code == 403
+    assert c.get("/", headers={"Host": "evil.example"}).status_code == 403
+    json = c.post("/action", content=b"{}", headers={"Content-Type": "application/json"})
+    assert json.status_code == 415
+    assert state(queue) == before
+
+
+def test_the_confirmation_carries_the_action_but_not_the_token(queue: Queue) -> None:
+    c = client(queue, writes=True)
+    html = c.get("/").text
+    assert f"/confirm?action=requeue&amp;seq={queue.dead_seq}" in html
+    page = c.get("/confirm", params={"action": "purge-group", "group": HOSTILE_GROUP})
+    assert page.status_code == 200
+    assert HOSTILE_GROUP not in page.text and "&lt;script&gt;" in page.text
+    assert 'type="password" name="token"' in page.text and TOKEN not in page.text
+    letter = c.get("/confirm", params={"action": "requeue", "seq": queue.dead_seq}).text
+    assert "&lt;script&gt;window.pwned=3&lt;/script&gt; refund" in letter
+    assert c.get("/confirm", params={"action": "requeue", "seq": "999"}).status_code == 404
+    assert c.get("/confirm", params={"action": "drop-table"}).status_code == 400
+    assert c.get("/confirm", params={"action": "purge-group"}).status_code == 400
+
+
+def test_each_action_with_the_token(queue: Queue) -> None:
+    c = client(queue, writes=True)
+
+    def act(**form: Any) -> str:
+        done = c.post("/action", data={**form, "token": TOKEN})
+        assert done.status_code == 200, done.text
+        return done.text
+
+    assert "requeued 1 dead message" in act(action="requeue", seq=queue.dead_seq)
+    with queue.open() as q:
+        assert [d.seq for d in q.dead()] != [queue.dead_seq] and len(q.dead()) == 1
+        assert [m.group_id for m in q.peek(HOSTILE_GROUP)] == [HOSTILE_GROUP]
+    missing = c.post("/action", data={"action": "requeue", "seq": "999", "token": TOKEN})
+    assert missing.status_code == 404
+    assert "released 1 parked message" in act(action="release", group=HOSTILE_PARKED)
+    assert "purged 1 dead message" in act(action="purge-dead")
+    said = act(action="purge-group", group="orders-1042")
+    assert "purged 3 messages of group orders-1042" in said
+    with queue.open() as q:
+        s = q.stats()
+        assert (s.dead, s.parked, s.messages) == (0, 0, 3)
+        assert q.peek("orders-1042") == []
+
+
+def test_an_error_is_shown_without_the_database_password() -> None:
+    url = f"postgresql://app:{PASSWORD}@db.example/shop"
+
+    def broken() -> Any:
+        raise RuntimeError(f"could not connect to {url}")
+
+    app = create_app(
+        open_read=broken,
+        open_write=broken,
+        title=display(url),
+        address=("127.0.0.1", 8642),
+        token=TOKEN,
+        redact=redactor(url),
+    )
+    page = TestClient(app, base_url=BASE).get("/")
+    assert page.status_code == 500 and "could not connect" in page.text
+    assert PASSWORD not in page.text and "app:***@db.example" in page.text
+    form = {"action": "requeue", "token": TOKEN}
+    done = TestClient(app, base_url=BASE).post("/action", data=form)
+    assert done.status_code == 500 and PASSWORD not in done.text
