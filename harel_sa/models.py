@@ -74,6 +74,9 @@ class QueuedMessage(_Frozen):
     locked_by: str | None
     lock_expiry: float | None
     deliveries: int
+    #: When it was enqueued (published or requeued), in epoch seconds; for a row another
+    #: program wrote, when its event says it was created on SQLite; ``None`` when unknown.
+    enqueued_at: float | None = None
 
 
 class DeadMessage(_Frozen):

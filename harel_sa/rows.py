@@ -73,10 +73,16 @@ def stats(
 
 
 def age(created: object, now: float) -> float | None:
-    """Seconds since ``created`` (epoch seconds, or an ISO-8601 time as bytes other programs
-    wrote, naive meaning UTC); ``None`` for no time or one that is not a time."""
-    if isinstance(created, int | float):
-        return now - float(created)
+    """Seconds since ``created`` (as :func:`epoch` reads it); ``None`` for no time."""
+    when = epoch(created)
+    return None if when is None else now - when
+
+
+def epoch(created: object) -> float | None:
+    """``created`` in epoch seconds: a number, or an ISO-8601 time as bytes other programs
+    wrote (naive meaning UTC); ``None`` for no time or one that is not a time."""
+    if isinstance(created, int | float) and not isinstance(created, bool):
+        return float(created)
     if isinstance(created, bytes):
         try:
             when = datetime.fromisoformat(created.decode())
@@ -84,13 +90,13 @@ def age(created: object, now: float) -> float | None:
             return None
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
-        return now - when.timestamp()
+        return when.timestamp()
     return None
 
 
 def queued(text: Text, rows: Rows) -> list[QueuedMessage]:
-    """Rows of ``(seq, group, event, locked_by, lock_expiry, deliveries, live)``, ``live``
-    whether the lease is live as a claim reads it (``statements.live_lease``)."""
+    """Rows of ``(seq, group, event, locked_by, lock_expiry, deliveries, live, enqueued)``,
+    ``live`` whether the lease is live as a claim reads it (``statements.live_lease``)."""
     return [
         QueuedMessage(
             seq=seq,
@@ -100,8 +106,9 @@ def queued(text: Text, rows: Rows) -> list[QueuedMessage]:
             locked_by=text(locked_by),
             lock_expiry=expiry_of(expiry),
             deliveries=deliveries,
+            enqueued_at=epoch(enqueued),
         )
-        for seq, group, event, locked_by, expiry, deliveries, live in rows
+        for seq, group, event, locked_by, expiry, deliveries, live, enqueued in rows
     ]
 
 

@@ -210,7 +210,8 @@ def cmd_peek(args: argparse.Namespace) -> int:
 def _queued_json(m: QueuedMessage) -> dict[str, Any]:
     data = m.model_dump(mode="json")
     expiry = None if m.lock_expiry is None else utc_time(m.lock_expiry, millis=True)
-    return {**data, **event_json(m.event), "lock_expiry": expiry}
+    enqueued = None if m.enqueued_at is None else utc_time(m.enqueued_at, millis=True)
+    return {**data, **event_json(m.event), "lock_expiry": expiry, "enqueued_at": enqueued}
 
 
 def _dead_json(d: DeadMessage) -> dict[str, Any]:

@@ -245,7 +245,8 @@ class Statements:
         )
         group = "(:group_id ::text IS NULL OR group_id = :group_id ::text)"
         self.peek = positional(
-            f"SELECT seq, group_id, event, locked_by, lock_expiry, deliveries, {now} FROM {m} "
+            f"SELECT seq, group_id, event, locked_by, lock_expiry, deliveries, {now}, enqueued_at "
+            f"FROM {m} "
             f"WHERE {group} ORDER BY seq LIMIT :limit"
         )
         self.end_parks = positional(

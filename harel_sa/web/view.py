@@ -10,7 +10,6 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from harel_sa.cli.format import age, decoded, kind_of, utc_time
@@ -25,7 +24,7 @@ DEAD_SHOWN = 100
 @dataclass
 class Group:
     """One group among the messages read: its backlog (ready), in flight and parked counts,
-    and the age of its oldest message when the event says when it was created."""
+    and the age of its oldest message (``-`` when unknown)."""
 
     group_id: str
     head: int
@@ -124,7 +123,8 @@ def groups(messages: list[Any], now: float) -> list[Group]:
     for m in messages:
         g = found.get(m.group_id)
         if g is None:
-            g = found[m.group_id] = Group(m.group_id, m.seq, oldest=_age(m.event, now))
+            oldest = "-" if m.enqueued_at is None else age(max(0.0, now - m.enqueued_at))
+            g = found[m.group_id] = Group(m.group_id, m.seq, oldest=oldest)
         if m.state == "leased":
             g.in_flight += 1
         elif m.state == "parked":
@@ -138,17 +138,3 @@ def pretty(event: str) -> str:
     """A stored event indented for reading (as stored when it is not JSON)."""
     value = decoded(event)
     return event if value is None else json.dumps(value, indent=2, ensure_ascii=False)
-
-
-def _age(event: str, now: float) -> str:
-    """The age of a stored event by its ``created_time`` (a number or ISO-8601), or ``-``."""
-    value = decoded(event)
-    created = value.get("created_time") if isinstance(value, dict) else None
-    try:
-        if isinstance(created, int | float) and not isinstance(created, bool):
-            return age(max(0.0, now - float(created)))
-        if isinstance(created, str):
-            return age(max(0.0, now - datetime.fromisoformat(created).timestamp()))
-    except (ValueError, OverflowError, OSError):
-        pass
-    return "-"

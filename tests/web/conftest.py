@@ -10,7 +10,6 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +36,18 @@ class Queue:
     where: str
     dead_seq: int = 0
 
-    def open(self) -> Any:
+    def open(self, clock: Any = None) -> Any:
         if self.backend == "sqlite":
-            return SqliteTransport(self.where)
-        return PostgresTransport(self.where)
+            return SqliteTransport(self.where, clock or time.time)
+        return PostgresTransport(self.where, clock)
 
 
-def fill(q: Any) -> int:
-    """Groups ready, leased and parked; two dead letters, one hostile. The hostile one's seq."""
-    an_hour = datetime.now(UTC) - timedelta(minutes=63)
+def fill(q: Any, earlier: Any | None = None) -> int:
+    """Groups ready, leased and parked; two dead letters, one hostile. The hostile one's seq.
+    ``earlier``, a transport on the same queue whose clock is 63 minutes behind, publishes
+    orders-1042 (else ``q`` does)."""
     for n in range(3):
-        q.publish("orders-1042", Event(kind="order.placed", data={"n": n}, created_time=an_hour))
+        (earlier or q).publish("orders-1042", Event(kind="order.placed", data={"n": n}))
     q.publish("invoices-7", Event(kind="invoice.sent", data={"total": 99}))
     q.publish(HOSTILE_PARKED, Event(kind="x", data={"why": HOSTILE_DATA}))
     q.publish(HOSTILE_GROUP, Event(kind="refund.requested", data={"note": HOSTILE_DATA}))
@@ -74,8 +74,8 @@ def queue(request: pytest.FixtureRequest, tmp_path: Path) -> Queue:
     else:
         url = str(request.getfixturevalue("pg_url"))
         found = Queue("postgresql", ["--url", url], url)
-    with found.open() as q:
-        found.dead_seq = fill(q)
+    with found.open() as q, found.open(lambda: time.time() - 63 * 60) as earlier:
+        found.dead_seq = fill(q, earlier)
     return found
 
 

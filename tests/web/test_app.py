@@ -51,7 +51,7 @@ def test_the_page_shows_the_queue_escaped(queue: Queue) -> None:
     for row in ('<th>messages</th><td class="n">5</td>', '<th>dead</th><td class="n">2</td>'):
         assert row in html
     assert "orders-1042" in html and "billing-1" in html and "card declined" in html
-    assert "1h03m" in html  # orders-1042's oldest, by its event's created_time
+    assert "1h03m" in html  # orders-1042's oldest, enqueued 63 minutes ago
     for hostile in (HOSTILE_GROUP, HOSTILE_PARKED, HOSTILE_ERROR, HOSTILE_DATA):
         assert hostile not in html
     assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in html
