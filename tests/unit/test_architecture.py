@@ -93,5 +93,5 @@ def test_the_uses_column_is_what_the_module_imports(row: str) -> None:
 
 def test_the_check_reads_the_table() -> None:
     rows = rows_under_harel_sa()
-    assert rows["sqlite/aio.py"] >= {"calls", "sqlite.watch"}
+    assert rows["sqlite/aio.py"] >= {"seam", "sqlite.watch"}
     assert "worker/" in rows and "cli/" in rows
