@@ -77,7 +77,12 @@ class Plan:
         raise NotImplementedError
 
     def ack_many(self, leases: tuple[Lease[Any], ...]) -> Clauses:
-        raise NotImplementedError
+        # One ack after the other, as a batch acts (PostgreSQL's batch statement takes a keys
+        # array mixing seqs and holders, which only the transport's own binary dumping sends).
+        took = []
+        for lease in leases:
+            took.append((yield from self.ack(lease)))
+        return took
 
     def nack(self, lease: Lease[Any], delay: float) -> Clauses:
         raise NotImplementedError
@@ -148,12 +153,6 @@ class SqlitePlan(Plan):
         yield Query(self.st["drop_group_if_empty"], {"group_id": lease.group_id})
         return True
 
-    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Clauses:
-        took = []
-        for lease in leases:
-            took.append((yield from self.ack(lease)))
-        return took
-
     def nack(self, lease: Lease[Any], delay: float) -> Clauses:
         fence = {"seq": lease.seq, "locked_by": lease.locked_by}
         if delay == 0:
@@ -219,14 +218,6 @@ class PostgresPlan(Plan):
 
     def ack(self, lease: Lease[Any]) -> Clauses:
         return self._program(self.ops.ack(self.st, lease))
-
-    def ack_many(self, leases: tuple[Lease[Any], ...]) -> Clauses:
-        # One ack after the other, as the batch statement acts (its keys array mixes seqs and
-        # holders, which only the transport's own binary dumping sends).
-        took = []
-        for lease in leases:
-            took.append((yield from self.ack(lease)))
-        return took
 
     def nack(self, lease: Lease[Any], delay: float) -> Clauses:
         return self._program(self.ops.nack(self.st, self.clock, lease, delay))
