@@ -148,7 +148,10 @@ def test_start_handle_scrape_and_stop_on_sigterm(project: Path, started: list[Pr
     port = int(worker.wait_for(r"serving metrics at http://127\.0\.0\.1:(\d+)/metrics").group(1))
     worker.wait_for(r"handled g2 later", worker.out)
     deadline = time.monotonic() + HANG
-    while (samples := scrape(port)).get("harel_sa_worker_retried_total") != 1.0:
+    # The retry is counted as the handler raises, its park commits just after: wait for both.
+    while (samples := scrape(port)).get("harel_sa_worker_retried_total") != 1.0 or samples.get(
+        'harel_sa_queue_messages{state="parked"}'
+    ) != 1.0:
         assert time.monotonic() < deadline, samples
         time.sleep(0.05)
     assert samples["harel_sa_worker_claimed_total"] == 3.0
