@@ -46,7 +46,15 @@ def opened(backend: str, at: list[str]) -> Any:
 
 
 #: What differs from queue to queue: times, ages, event ids and lease tokens.
-VARYING = {"now", "oldest_age", "oldest_ready_age", "lock_expiry", "dead_at", "created_time", "enqueued_at"}
+VARYING = {
+    "now",
+    "oldest_age",
+    "oldest_ready_age",
+    "lock_expiry",
+    "dead_at",
+    "created_time",
+    "enqueued_at",
+}
 VARYING |= {"id", "locked_by"}
 
 
