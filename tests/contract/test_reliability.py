@@ -614,6 +614,22 @@ def test_peek_shows_messages_with_their_state_without_claiming(
     assert raw.execute(f"SELECT * FROM {M} ORDER BY seq").fetchall() == before
 
 
+def test_peek_dates_each_message_by_its_publish_or_its_requeue(q: Any, clock: FakeClock) -> None:
+    published = clock.now
+    q.publish("a", ev("a1"))
+    clock.advance(10)
+    q.publish("b", ev("b1"))
+    assert [m.enqueued_at for m in q.peek()] == [published, published + 10]
+    clock.advance(5)
+    assert q.dead_letter(q.claim("w", VIS), "no")  # a1
+    clock.advance(20)
+    assert q.requeue_dead() == 1
+    assert [(m.group_id, m.enqueued_at) for m in q.peek()] == [
+        ("b", published + 10),
+        ("a", published + 35),  # back at the tail, dated by its requeue
+    ]
+
+
 def test_release_ends_parks_now(q: Any, raw: Raw, clock: FakeClock) -> None:
     q.publish("a", ev("a1"))
     q.publish("b", ev("b1"))
