@@ -5,7 +5,7 @@ delay (:class:`Backoff`) on failure until ``max_deliveries`` (default
 :data:`DEFAULT_MAX_DELIVERIES`), then dead-letters; :class:`Retry` and :class:`DeadLetter` steer
 it. A heartbeat extends the leases held; on ``stop()``, SIGTERM or SIGINT it stops claiming and
 gives the handlers ``grace`` seconds, then gives back what it still holds with ``nack(0)``.
-Batching is :attr:`WorkerOptions.batching`. The decisions live in :mod:`~harel_sa.worker.run`
+Batching is :attr:`WorkerOptions.batching`. The decisions live in :mod:`~harel_sa.worker.runstate`
 and :mod:`~harel_sa.worker.programs`; :mod:`~harel_sa.worker.threads` and
 :mod:`~harel_sa.worker.tasks` only perform them. Delivery is at least once.
 """
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         WorkerKwargs,
         WorkerOptions,
     )
-    from harel_sa.worker.run import WorkerStats
+    from harel_sa.worker.runstate import WorkerStats
     from harel_sa.worker.tasks import AsyncWorker
     from harel_sa.worker.threads import Worker
 
@@ -40,7 +40,7 @@ _HOMES = {
     "Backoff": "harel_sa.worker.options",
     "WorkerKwargs": "harel_sa.worker.options",
     "WorkerOptions": "harel_sa.worker.options",
-    "WorkerStats": "harel_sa.worker.run",
+    "WorkerStats": "harel_sa.worker.runstate",
     "AsyncWorker": "harel_sa.worker.tasks",
     "Worker": "harel_sa.worker.threads",
 }

@@ -11,9 +11,9 @@ per message. Nacks, dead letters and releases stay single calls, made by the slo
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ from harel_sa.worker.operations import RETRIED, Batch, Operation, Sent
 from harel_sa.worker.outcomes import Outcome, Returned
 
 if TYPE_CHECKING:
-    from harel_sa.worker.run import Run
+    from harel_sa.worker.runstate import RunState
 
 # Waking a thread costs more than a quick handler, so who is woken depends on how long the last
 # handler took. After a slow one (or before any returned), leases put in the tray wake one waiting
@@ -44,7 +44,7 @@ STALL = 0.01  # after quick handlers, the longest a lease waits in the tray befo
 @dataclass(frozen=True, slots=True)
 class Waiting:
     """The tray is empty: wait for a wake-up and look again. The slot counted itself waiting
-    before it waits for the wake-up (``Run.on_wake``), which the driver counts, so none is lost
+    before it waits for the wake-up (``on_wake``), which the driver counts, so none is lost
     between the look and the wait."""
 
 
@@ -63,10 +63,15 @@ WAITING = Waiting()
 class Batches:
     """The tray, the waiting slots and the gathered acks of one batching run."""
 
-    def __init__(self, run: Run, lock: threading.RLock) -> None:
+    def __init__(self, run: RunState) -> None:
         self.run = run
         self.options = run.options
-        self._lock = lock
+        self._lock = run.lock
+        # The driver's: ring the batcher's bell, wake waiting slots, start slots
+        # (``programs.started_slot``) at their first wake-up.
+        self.on_ring: Callable[[], None] = _nothing
+        self.on_wake: Callable[[int], None] = _ignore
+        self.on_start: Callable[[int], None] = _ignore
         self._size = min(self.options.batch, self.options.concurrency)
         self._tray: deque[Lease[Any]] = deque()  # handed out, not taken yet
         self._out = 0  # leases in the tray or with a slot (its handler, or its own settle)
@@ -116,15 +121,15 @@ class Batches:
         self, lease: Lease[Any], outcome: Outcome, started: float, now: float
     ) -> Batch | Operation | Lease[Any] | None:
         """The handler of ``lease`` (taken from the tray), started at ``started``, ended with
-        ``outcome`` at ``now`` (the batches' clock); decided as :meth:`Run.plan
-        <harel_sa.worker.run.Run.plan>` decides, in one section under the lock for a returned
-        handler: its ack joins the next batch and the slot is free. When that makes the
+        ``outcome`` at ``now`` (the batches' clock); decided as :meth:`RunState.plan
+        <harel_sa.worker.runstate.RunState.plan>` decides, in one section under the lock for a
+        returned handler: its ack joins the next batch and the slot is free. When that makes the
         gathered acks due and no other batch is on its way, the slot sends them itself (the
-        :class:`Batch` returned, with the claim for the free slots), so a batch of quick
-        handlers goes out without waking the batcher; else the slot's next lease, taken from
-        the tray in the same section (as :meth:`take` would). An :class:`Operation` (a nack,
-        a dead letter, an ack once the batcher is done) the slot sends itself, then calls
-        :meth:`settled`. ``None``: nothing for the slot to do (it takes next)."""
+        :class:`Batch` returned, with the claim for the free slots), so a batch of quick handlers
+        goes out without waking the batcher; else the slot's next lease, taken from the tray in the
+        same section (as :meth:`take` would). An :class:`Operation` (a nack, a dead letter, an ack
+        once the batcher is done) the slot sends itself, then calls :meth:`settled`. ``None``:
+        nothing for the slot to do (it takes next)."""
         run = self.run
         batch = None
         following: Lease[Any] | None = None
@@ -168,7 +173,7 @@ class Batches:
         if wake:
             self._give(1)
         if ring:
-            run.on_ring()
+            self.on_ring()
         if not gathered:
             op = run.decide(lease, outcome, own)
             if op is None:  # the handler settled its lease itself: the slot is free
@@ -183,13 +188,13 @@ class Batches:
             self._out -= 1
             ring = not self._acks  # with acks gathered, their commit claims for it
         if ring:
-            self.run.on_ring()
+            self.on_ring()
 
     # -- the batcher -----------------------------------------------------------------------
     def next(self) -> Batch | Sleep | None:
         """What the batcher does now: send a batch, sleep, or end (``None``); first, a slot
         for each lease that waited ``STALL`` seconds in the tray with no slot taking. It sleeps
-        on its bell (``Run.on_ring``), rung after the state changed: a waiter clears it, then
+        on its bell (``on_ring``), rung after the state changed: a waiter clears it, then
         looks again, so no ring is lost."""
         now = self.clock()
         with self._lock:
@@ -294,14 +299,14 @@ class Batches:
         if wake:
             self._give(wake)
         if ring:
-            run.on_ring()
+            self.on_ring()
         return following
 
     def failed(self, batch: Batch, error: HarelSAError) -> bool:
         """``batch`` raised ``error``: send it again after ``poll_interval``? For a busy write
-        lock and a lost connection, as a single settle (:meth:`Run.may_retry
-        <harel_sa.worker.run.Run.may_retry>`); else its acks count as lost (their leases lapse
-        by themselves) and its claim is given back."""
+        lock and a lost connection, as a single settle
+        (:meth:`RunState.may_retry <harel_sa.worker.runstate.RunState.may_retry>`); else its
+        acks count as lost (their leases lapse by themselves) and its claim is given back."""
         self.run.failed(batch.name, error)
         if isinstance(error, RETRIED) and not self.run.done:
             return True
@@ -330,7 +335,7 @@ class Batches:
     def _done_sending(self) -> None:
         with self._lock:
             self._sending, self._coming = False, 0
-        self.run.on_ring()
+        self.on_ring()
 
     def wake_all(self) -> None:
         """A stop: every slot waiting looks again (and ends), so does the batcher."""
@@ -338,7 +343,7 @@ class Batches:
             wake = self._wake_waiting()
         if wake:
             self._give(wake)
-        self.run.on_ring()
+        self.on_ring()
 
     # -- the rules -------------------------------------------------------------------------
     def _due(self, now: float) -> bool:
@@ -445,7 +450,7 @@ class Batches:
 
     def _idle(self) -> int:
         """How many slots may be woken: those waiting and those not started yet. A slot starts
-        at its first wake-up (``Run.on_start``), not with the run, and counts as waiting until
+        at its first wake-up (``on_start``), not with the run, and counts as waiting until
         then: a run of quick handlers, which one slot takes alone, starts one thread, not
         ``concurrency`` (starting a thread costs more than a quick handler)."""
         return self._waiting + self._unstarted
@@ -468,9 +473,9 @@ class Batches:
             start = min(wake, self._to_start)
             self._to_start -= start
         if wake > start:
-            self.run.on_wake(wake - start)
+            self.on_wake(wake - start)
         if start:
-            self.run.on_start(start)
+            self.on_start(start)
 
     def _drop_tray(self) -> None:
         """Stopping: the leases in the tray will not be started (they stay held until the
@@ -484,3 +489,11 @@ class Batches:
         wake = self._wake_waiting()
         if wake:
             self._give(wake)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _ignore(slots: int) -> None:
+    pass

@@ -21,7 +21,7 @@ from typing import Any
 
 from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
-from harel_sa.worker.run import Run
+from harel_sa.worker.runstate import RunState
 
 log = logging.getLogger("harel_sa.worker")
 
@@ -57,7 +57,11 @@ class Heartbeat:
     itself needs that loop)."""
 
     def __init__(
-        self, run: Run, extend: Extend, probe: LoopProbe | None = None, through_loop: bool = False
+        self,
+        run: RunState,
+        extend: Extend,
+        probe: LoopProbe | None = None,
+        through_loop: bool = False,
     ) -> None:
         self.run, self.extend, self.probe = run, extend, probe
         self.through_loop = through_loop  # extends wait for the loop (no sync twin)

@@ -1,22 +1,29 @@
 """The transport calls a worker makes, each a value that performs itself on either transport.
 
-An operation is decided once (by :class:`~harel_sa.worker.run.Run`) and performed by a driver:
-``op.on(transport)`` on a sync :class:`~harel_sa.worker.queues.Queue`, ``await
-op.on_async(transport)`` on an :class:`~harel_sa.worker.queues.AsyncQueue`. Both forms make the
-same call; every result is a :class:`Done`. Only the public API of the transports is used.
+An operation is decided once (by :class:`~harel_sa.worker.runstate.RunState`), performed by
+a driver: ``op.on(transport)`` on a sync transport, ``await op.on_async(transport)`` on an
+async one (:data:`WorkerTransport`, :data:`AsyncWorkerTransport`). Both forms make the same
+call; every result is a :class:`Done`. Only the public API of the transports is used.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from harel_sa.errors import BusyError, ConnectionLostError
 from harel_sa.events import Lease
 
 if TYPE_CHECKING:
+    from harel_sa.postgres.aio import AsyncPostgresTransport
+    from harel_sa.postgres.transport import PostgresTransport
+    from harel_sa.sqlite.aio import AsyncSqliteTransport
+    from harel_sa.sqlite.transport import SqliteTransport
     from harel_sa.worker.options import WorkerOptions
-    from harel_sa.worker.queues import AsyncQueue, Queue
+
+    #: The transports a ``Worker`` drives, and those an ``AsyncWorker`` awaits.
+    WorkerTransport: TypeAlias = SqliteTransport[Any] | PostgresTransport[Any]
+    AsyncWorkerTransport: TypeAlias = AsyncSqliteTransport[Any] | AsyncPostgresTransport[Any]
 
 
 #: The errors after which a settle (or a batch of acks) is sent again, after ``poll_interval``:
@@ -40,10 +47,10 @@ class Claim:
     options: WorkerOptions
     name = "Claim"
 
-    def on(self, t: Queue[Any]) -> Done:
+    def on(self, t: WorkerTransport) -> Done:
         return Done(True, t.claim(**self.options.claim_args()))
 
-    async def on_async(self, t: AsyncQueue[Any]) -> Done:
+    async def on_async(self, t: AsyncWorkerTransport) -> Done:
         return Done(True, await t.claim(**self.options.claim_args()))
 
 
@@ -59,12 +66,12 @@ class Ack:
     def name(self) -> str:
         return "AckAndClaim" if self.fused else "Ack"
 
-    def on(self, t: Queue[Any]) -> Done:
+    def on(self, t: WorkerTransport) -> Done:
         if self.fused:
             return Done(*t.ack_and_claim(self.lease, **self.options.claim_args()))
         return Done(t.ack(self.lease))
 
-    async def on_async(self, t: AsyncQueue[Any]) -> Done:
+    async def on_async(self, t: AsyncWorkerTransport) -> Done:
         if self.fused:
             return Done(*await t.ack_and_claim(self.lease, **self.options.claim_args()))
         return Done(await t.ack(self.lease))
@@ -79,10 +86,10 @@ class Nack:
     release: bool = False
     name = "Nack"
 
-    def on(self, t: Queue[Any]) -> Done:
+    def on(self, t: WorkerTransport) -> Done:
         return Done(t.nack(self.lease, self.delay))
 
-    async def on_async(self, t: AsyncQueue[Any]) -> Done:
+    async def on_async(self, t: AsyncWorkerTransport) -> Done:
         return Done(await t.nack(self.lease, self.delay))
 
 
@@ -94,10 +101,10 @@ class Bury:
     reason: str
     name = "DeadLetter"
 
-    def on(self, t: Queue[Any]) -> Done:
+    def on(self, t: WorkerTransport) -> Done:
         return Done(t.dead_letter(self.lease, self.reason))
 
-    async def on_async(self, t: AsyncQueue[Any]) -> Done:
+    async def on_async(self, t: AsyncWorkerTransport) -> Done:
         return Done(await t.dead_letter(self.lease, self.reason))
 
 
@@ -128,7 +135,7 @@ class Batch:
             return "ClaimMany"
         return "AckManyAndClaimMany" if self.limit else "AckMany"
 
-    def on(self, t: Queue[Any]) -> Sent:
+    def on(self, t: WorkerTransport) -> Sent:
         args = self.options.claim_args()
         if not self.leases:
             return Sent((), tuple(t.claim_many(limit=self.limit, **args)))
@@ -137,7 +144,7 @@ class Batch:
         acked, claimed = t.ack_many_and_claim_many(self.leases, limit=self.limit, **args)
         return Sent(tuple(acked), tuple(claimed))
 
-    async def on_async(self, t: AsyncQueue[Any]) -> Sent:
+    async def on_async(self, t: AsyncWorkerTransport) -> Sent:
         args = self.options.claim_args()
         if not self.leases:
             return Sent((), tuple(await t.claim_many(limit=self.limit, **args)))

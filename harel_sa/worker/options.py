@@ -11,17 +11,13 @@ import os
 import random
 import socket
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, TypeVar
+from typing import Any, TypedDict
 
 from harel_sa import validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
-from harel_sa.worker import queues
 from harel_sa.worker.observe import Observer
-
-T = TypeVar("T")
-H = TypeVar("H")
 
 #: A worker's ``max_deliveries`` unless told otherwise: a message is handled at most this many
 #: times, then dead-lettered (with the default backoff, about 8.5 minutes of retries).
@@ -182,14 +178,12 @@ def options_from(kwargs: WorkerKwargs) -> tuple[WorkerOptions, bool]:
     return WorkerOptions(**given), handle_signals
 
 
-def checked(
-    transport: T, transports: Sequence[tuple[str, str]], handler: H, *, sync: bool
-) -> tuple[T, H]:
-    """The driver's ``transport`` (one of ``transports``, see :mod:`~harel_sa.worker.queues`)
-    and ``handler``, or ``InvalidArgumentTypeError``; a ``sync`` driver refuses a coroutine
-    function (it would never await what the handler returns: no work, yet an ack)."""
-    if not isinstance(transport, queues.known(transports)):
-        names = " or ".join(name for _, name in transports)
+def check_arguments(transport: object, kind: type, names: str, handler: object, sync: bool) -> None:
+    """``InvalidArgumentTypeError`` unless ``transport`` is a ``kind`` (one of ``names``) and
+    ``handler`` callable; a ``sync`` driver refuses a coroutine function (it would
+    never await what the handler returns: no work, yet an ack). By class, not by shape: an
+    async transport has a sync one's method names."""
+    if not isinstance(transport, kind):
         raise InvalidArgumentTypeError(
             f"transport must be a {names}, not {type(transport).__name__}"
         )
@@ -200,7 +194,6 @@ def checked(
             "Worker runs sync handlers and would never await this coroutine function's "
             "coroutines: run it with AsyncWorker (on an async transport)"
         )
-    return transport, handler
 
 
 def is_async(handler: object) -> bool:

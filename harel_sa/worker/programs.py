@@ -2,11 +2,11 @@
 batching, a batching slot and the batcher instead of the slots (:func:`team`).
 
 A program is a generator of :mod:`~harel_sa.worker.steps`; it asks
-:class:`~harel_sa.worker.run.Run` (and a batching run's
+:class:`~harel_sa.worker.runstate.RunState` (and a batching run's
 :class:`~harel_sa.worker.batches.Batches`) what follows each result and yields what to do
 next. It never touches the database, the handler or a thread: a driver performs its steps. An
 idle worker waits in one of two places: a slot's :func:`claim` after a claim found nothing
-(``Wait(poll_interval, wake_on_stop=True)``), or the batcher's ``Bell(..., idle=True)`` after a
+(``Wait(poll_interval, wake_on_stop=True)``), or the batcher's ``WaitBell(..., idle=True)`` after a
 claim found fewer messages than it asked for.
 """
 
@@ -19,18 +19,18 @@ from typing import Any
 from harel_sa.events import Lease
 from harel_sa.worker.batches import Batches, Sleep, Waiting
 from harel_sa.worker.operations import Batch, Claim, Done, Nack, Operation, Sent
-from harel_sa.worker.run import Run
+from harel_sa.worker.runstate import RunState
 from harel_sa.worker.steps import (
     Abandon,
-    Bell,
-    Call,
+    Action,
     Handle,
-    Program,
-    Send,
+    Perform,
+    Routine,
+    SendBatch,
     Serve,
-    Step,
     Take,
     Wait,
+    WaitBell,
     WaitSlots,
 )
 
@@ -38,16 +38,22 @@ POLL = 0.05  # how often the supervisor looks at the slots and the grace
 TAKE = Take()  # no state: one for every wait of every slot
 
 
-def team(run: Run) -> list[Program]:
-    """The programs a run's driver starts beside the supervisor, each on a thread or task of
-    its own: ``concurrency`` slots; with batching, the batcher, and a :func:`batching_slot`
-    each time the run starts one (``Run.on_start``, up to ``concurrency``)."""
-    if run.batches is None:
+def team(run: RunState, batches: Batches | None) -> list[Routine]:
+    """The routines a run's driver starts beside the supervisor, each on a thread or task of
+    its own: ``concurrency`` slots; with ``batches``, the batcher, and a :func:`batching_slot`
+    each time it starts one (``Batches.on_start``, up to ``concurrency``)."""
+    if batches is None:
         return [slot(run) for _ in range(run.options.concurrency)]
-    return [batcher(run, run.batches)]
+    return [batcher(run, batches)]
 
 
-def slot(run: Run) -> Program:
+def batches_for(run: RunState) -> Batches | None:
+    """A batching run's shared state (:attr:`WorkerOptions.batching
+    <harel_sa.worker.WorkerOptions.batching>`), else ``None``."""
+    return Batches(run) if run.options.batching else None
+
+
+def slot(run: RunState) -> Routine:
     """One handler slot: claim, handle, settle (an ack fused with the next claim); again,
     until the budget, the queue (``until_empty``) or a stop ends it."""
     lease = yield from claim(run)
@@ -57,11 +63,11 @@ def slot(run: Run) -> Program:
         lease = following if following is not None else (yield from claim(run))
 
 
-def claim(run: Run) -> Generator[Step, None, Lease[Any] | None]:
+def claim(run: RunState) -> Generator[Action, None, Lease[Any] | None]:
     """The next lease, or ``None`` when the slot should end. A claim that finds nothing waits
     ``poll_interval`` and tries again (unless ``until_empty``); so does one that fails."""
     while run.reserve():
-        call = Call(Claim(run.options))
+        call = Perform(Claim(run.options))
         started = time.monotonic()
         yield call
         result = call.result
@@ -81,7 +87,7 @@ def claim(run: Run) -> Generator[Step, None, Lease[Any] | None]:
     return None
 
 
-def handle(run: Run, lease: Lease[Any]) -> Generator[Step, None, Operation | None]:
+def handle(run: RunState, lease: Lease[Any]) -> Generator[Action, None, Operation | None]:
     """Run the handler on ``lease``: what to do with the message next (``None``: nothing)."""
     step = Handle(lease)
     run.handling()
@@ -90,12 +96,12 @@ def handle(run: Run, lease: Lease[Any]) -> Generator[Step, None, Operation | Non
     return run.plan(lease, step.outcome, time.monotonic() - started)
 
 
-def settle(run: Run, op: Operation) -> Generator[Step, None, Lease[Any] | None]:
+def settle(run: RunState, op: Operation) -> Generator[Action, None, Lease[Any] | None]:
     """Perform ``op``; while the write lock stays busy or the connection is lost, try again
     every ``poll_interval``. The next lease when ``op`` was an ack fused with a claim that
     found one."""
     while True:
-        call = Call(op)
+        call = Perform(op)
         started = time.monotonic()
         yield call
         result = call.result
@@ -110,7 +116,7 @@ def settle(run: Run, op: Operation) -> Generator[Step, None, Lease[Any] | None]:
         op = retry
 
 
-def batching_slot(run: Run, batches: Batches) -> Program:
+def batching_slot(run: RunState, batches: Batches) -> Routine:
     """A slot of a batching run, started at its first wake-up: take the next lease from the
     batcher's tray (waiting for a wake-up while it is empty), handle it, hand an ack back (a
     nack or a dead letter it sends itself); when its ack makes the gathered acks due, send
@@ -137,13 +143,7 @@ def batching_slot(run: Run, batches: Batches) -> Program:
         lease = batches.take()
 
 
-def started_slot(run: Run) -> Program:
-    """The program of a slot a batching run starts (``Run.on_start``)."""
-    assert run.batches is not None, "only a batching run starts slots"
-    return batching_slot(run, run.batches)
-
-
-def batcher(run: Run, batches: Batches) -> Program:
+def batcher(run: RunState, batches: Batches) -> Routine:
     """The batching run's acks and claims: one batch at a time, as :meth:`Batches.next`
     decides; a batch that finds the write lock busy is sent again every ``poll_interval``
     (without its claim once stopping)."""
@@ -152,7 +152,7 @@ def batcher(run: Run, batches: Batches) -> Program:
         if what is None:
             return
         if isinstance(what, Sleep):
-            bell = Bell(what.seconds, idle=what.idle)
+            bell = WaitBell(what.seconds, idle=what.idle)
             yield bell
             if bell.heard:
                 batches.heard()
@@ -161,13 +161,13 @@ def batcher(run: Run, batches: Batches) -> Program:
 
 
 def send(
-    run: Run, batches: Batches, batch: Batch, by_slot: bool = False
-) -> Generator[Step, None, Lease[Any] | Waiting | None]:
+    run: RunState, batches: Batches, batch: Batch, by_slot: bool = False
+) -> Generator[Action, None, Lease[Any] | Waiting | None]:
     """Send ``batch`` until it lands, or is given up; then each batch that came due
     meanwhile. What a slot (``by_slot``) takes next, as :meth:`Batches.take` returns it
     (``None`` for the batcher)."""
     while True:
-        step = Send(batch)
+        step = SendBatch(batch)
         started = time.monotonic()
         yield step
         result = step.result
@@ -186,7 +186,7 @@ def send(
         return batches.take() if by_slot else None
 
 
-def supervise(run: Run) -> Program:
+def supervise(run: RunState) -> Routine:
     """Watch the slots until they end; once stopping, give them the grace, then up to
     ``SETTLE`` seconds more for those between two quick calls; abandon the rest; release what
     is still held (``nack(0)``); end the run. The same sequence when ``run()`` itself is
@@ -203,7 +203,7 @@ def supervise(run: Run) -> Program:
         run.interrupted(error)
     yield Abandon()
     for lease in run.release_all():
-        call = Call(Nack(lease, 0.0, release=True))
+        call = Perform(Nack(lease, 0.0, release=True))
         yield call
         run.released(lease, call.result)
     run.finish()

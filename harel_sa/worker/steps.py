@@ -2,7 +2,7 @@
 
 A program (:mod:`~harel_sa.worker.programs`) yields a step; the driver performs it, with
 ``step.sync(driver)`` (threads) or ``await step.aio(driver)`` (tasks), and the step keeps its
-own answer (``Call.result``, ``Handle.outcome``, ``WaitSlots.alive``), which the program reads
+own answer (``Perform.result``, ``Handle.outcome``, ``WaitSlots.alive``), which the program reads
 when it resumes. So the programs are written once, and each driver is a loop over steps.
 """
 
@@ -22,7 +22,7 @@ from harel_sa.worker.outcomes import RETURNED, Outcome, outcome_of
 
 if TYPE_CHECKING:
     from harel_sa.worker.batches import Batches
-    from harel_sa.worker.queues import AsyncQueue, Queue
+    from harel_sa.worker.operations import AsyncWorkerTransport, WorkerTransport
 
 R = TypeVar("R", covariant=True)
 
@@ -34,7 +34,7 @@ NOT_SENT = Sent((), ())
 class SyncDriver(Protocol):
     """What :class:`~harel_sa.Worker` offers the steps."""
 
-    transport: Queue[Any]
+    transport: WorkerTransport
 
     @property
     def handler(self) -> Callable[[Lease[Any]], object]: ...
@@ -49,7 +49,7 @@ class SyncDriver(Protocol):
 class AsyncDriver(Protocol):
     """What :class:`~harel_sa.AsyncWorker` offers the steps."""
 
-    transport: AsyncQueue[Any]
+    transport: AsyncWorkerTransport
     handler: Callable[[Lease[Any]], Awaitable[None]]
 
     async def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None: ...
@@ -62,8 +62,8 @@ class AsyncDriver(Protocol):
 class Performs(Protocol[R]):
     """A transport call as a value (:mod:`~harel_sa.worker.operations`), answering ``R``."""
 
-    def on(self, t: Queue[Any]) -> R: ...
-    async def on_async(self, t: AsyncQueue[Any]) -> R: ...
+    def on(self, t: WorkerTransport) -> R: ...
+    async def on_async(self, t: AsyncWorkerTransport) -> R: ...
 
 
 def perform(call: Performs[R], d: SyncDriver) -> R | HarelSAError:
@@ -90,7 +90,7 @@ async def perform_async(call: Performs[R], d: AsyncDriver) -> R | HarelSAError:
 
 
 @dataclass(slots=True)
-class Call:
+class Perform:
     """Perform ``op`` on the transport -> ``result``: what it returned, or the harel_sa error
     it raised (a busy lock, a closed transport ...)."""
 
@@ -105,7 +105,7 @@ class Call:
 
 
 @dataclass(slots=True)
-class Send:
+class SendBatch:
     """Perform ``batch`` on the transport -> ``result``: what it returned, or the harel_sa
     error it raised."""
 
@@ -232,7 +232,7 @@ class Wait:
 
 
 @dataclass(slots=True)
-class Bell:
+class WaitBell:
     """The batcher waits up to ``seconds`` (``None``: as long as it takes) for its bell to
     ring (the run rings it when an ack or a free slot wants it, and on a stop); a ring that
     came before the wait ends it at once. ``idle``: the wait after a claim found fewer
@@ -288,5 +288,5 @@ class Abandon:
         await d.abandon()
 
 
-Step = Call | Send | Handle | Serve | Wait | Bell | Take | WaitSlots | Abandon
-Program = Generator[Step, None, None]
+Action = Perform | SendBatch | Handle | Serve | Wait | WaitBell | Take | WaitSlots | Abandon
+Routine = Generator[Action, None, None]

@@ -15,18 +15,23 @@ import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any, Generic, Unpack
+from typing import TYPE_CHECKING, Any, Generic, Unpack, cast
 
 from harel_sa import settlements
+from harel_sa.async_transports import AsyncTransport
 from harel_sa.errors import InvalidArgumentError
 from harel_sa.events import E, Lease
+from harel_sa.sqlite.aio import AsyncSqliteTransport
 from harel_sa.worker import programs
+from harel_sa.worker.batches import Batches
 from harel_sa.worker.heartbeat import Heartbeat, LoopProbe
-from harel_sa.worker.options import WorkerKwargs, checked, options_from
-from harel_sa.worker.queues import ASYNC_TRANSPORTS, AsyncQueue, Queue, notifies
-from harel_sa.worker.run import Run, WorkerStats
-from harel_sa.worker.steps import Program
-from harel_sa.worker.threads import SIGNALS, on_main_thread
+from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
+from harel_sa.worker.runstate import RunState, WorkerStats
+from harel_sa.worker.steps import Routine
+from harel_sa.worker.threads import SIGNALS, _both, on_main_thread
+
+if TYPE_CHECKING:
+    from harel_sa.worker.operations import AsyncWorkerTransport, WorkerTransport
 
 
 class AsyncWorker(Generic[E]):
@@ -47,19 +52,23 @@ class AsyncWorker(Generic[E]):
 
     def __init__(
         self,
-        transport: AsyncQueue[E],
+        transport: AsyncTransport[E],
         handler: Callable[[Lease[E]], Awaitable[None]],
         **kwargs: Unpack[WorkerKwargs],
     ) -> None:
-        self.transport, self.handler = checked(transport, ASYNC_TRANSPORTS, handler, sync=False)
+        names = "AsyncSqliteTransport or AsyncPostgresTransport"
+        check_arguments(transport, AsyncTransport, names, handler, False)
+        # Every AsyncTransport is one of these two, which add what a worker waits with.
+        self.transport = cast("AsyncWorkerTransport", transport)
+        self.handler = handler
         self.options, self.handle_signals = options_from(kwargs)
-        self._listens = notifies(transport)
-        self._run: Run | None = None
+        self._listens = not isinstance(transport, AsyncSqliteTransport)  # as Worker's
+        self._run: RunState | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._finished = asyncio.Event()
-        self._bell = Bell()  # the batcher's
+        self._bell = AsyncBell()  # the batcher's
         self._woken = asyncio.Semaphore(0)  # one release per wake-up
         self._loop_thread = 0
 
@@ -68,14 +77,19 @@ class AsyncWorker(Generic[E]):
     ) -> WorkerStats:
         """As :meth:`Worker.run <harel_sa.Worker.run>`, on the running event loop. A
         cancelled ``run()`` releases what it holds at once, then raises ``CancelledError``."""
-        run = Run(self.options, max_messages, until_empty)
+        run = RunState(self.options, max_messages, until_empty)
+        batches = programs.batches_for(run)
         self._loop = loop = asyncio.get_running_loop()
         self._wake, self._finished = asyncio.Event(), asyncio.Event()
-        run.on_stop = self._wake.set
-        self._bell, self._woken = Bell(), asyncio.Semaphore(0)
+        self._bell, self._woken = AsyncBell(), asyncio.Semaphore(0)
         self._loop_thread = threading.get_ident()
-        run.on_ring, run.on_wake = self._ring, self._wake_slots
-        run.on_start = lambda slots: self._on_loop(lambda: self._start_slots(run, slots))
+        run.on_stop = self._wake.set
+        if batches is not None:
+            run.on_stop = lambda: _both(self._wake.set, batches.wake_all)
+            batches.on_ring, batches.on_wake = self._ring, self._wake_slots
+            batches.on_start = lambda slots: self._on_loop(
+                lambda: self._start_slots(run, batches, slots)
+            )
         self._run = run
         twin = self._twin()
         beat = self._heartbeat(run, loop, twin)
@@ -85,7 +99,7 @@ class AsyncWorker(Generic[E]):
                 # No task runs before this one awaits: the batcher starts slots after.
                 self._slots = [
                     asyncio.create_task(self._drive_slot(run, program))
-                    for program in programs.team(run)
+                    for program in programs.team(run, batches)
                 ]
                 beat.start()
                 await self._drive(programs.supervise(run))
@@ -109,14 +123,14 @@ class AsyncWorker(Generic[E]):
         with suppress(RuntimeError):  # the loop is closed: the run is over
             loop.call_soon_threadsafe(run.request_stop)
 
-    def _twin(self) -> Queue[Any] | None:
+    def _twin(self) -> WorkerTransport | None:
         try:
             return self.transport.sync_twin()
         except InvalidArgumentError:  # a private :memory: queue
             return None
 
     def _heartbeat(
-        self, run: Run, loop: asyncio.AbstractEventLoop, twin: Queue[Any] | None
+        self, run: RunState, loop: asyncio.AbstractEventLoop, twin: WorkerTransport | None
     ) -> Heartbeat:
         visibility = self.options.visibility
         if twin is not None:
@@ -145,7 +159,7 @@ class AsyncWorker(Generic[E]):
         await self._woken.acquire()
 
     async def _wait_or_hear(
-        self, event: asyncio.Event | Bell, seconds: float, listen: bool
+        self, event: asyncio.Event | AsyncBell, seconds: float, listen: bool
     ) -> bool:
         """Wait up to ``seconds`` for ``event`` or, when ``listen`` and the transport hears of
         messages (PostgreSQL), for a message to arrive (then ``True``), whichever comes first."""
@@ -190,9 +204,9 @@ class AsyncWorker(Generic[E]):
             with suppress(RuntimeError):  # the loop is closed: the run is over
                 loop.call_soon_threadsafe(call)
 
-    def _start_slots(self, run: Run, slots: int) -> None:
+    def _start_slots(self, run: RunState, batches: Batches, slots: int) -> None:
         for _ in range(slots):
-            program = programs.started_slot(run)
+            program = programs.batching_slot(run, batches)
             self._slots.append(asyncio.create_task(self._drive_slot(run, program)))
 
     async def wait_slots(self, seconds: float) -> int:
@@ -208,7 +222,7 @@ class AsyncWorker(Generic[E]):
         await asyncio.gather(*self._slots, return_exceptions=True)
 
     # -- the driving -----------------------------------------------------------------------
-    async def _drive_slot(self, run: Run, program: Program) -> None:
+    async def _drive_slot(self, run: RunState, program: Routine) -> None:
         # The task's own copy of the context: its handlers' settles are reported from now on.
         settlements.watch(run.settled_by_handler)
         try:
@@ -218,7 +232,7 @@ class AsyncWorker(Generic[E]):
         except BaseException as error:
             run.crashed(error)
 
-    async def _drive(self, program: Program) -> None:
+    async def _drive(self, program: Routine) -> None:
         """As :meth:`Worker._drive <harel_sa.Worker._drive>`, awaiting each step."""
         step = next(program, None)
         while step is not None:
@@ -233,7 +247,7 @@ class AsyncWorker(Generic[E]):
                 step = next(program, None)
 
 
-class Bell:
+class AsyncBell:
     """The batcher's bell: rung on the loop, waited for by the batcher alone, up to a timeout.
 
     While it watches the tray the batcher waits up to every ``STALL`` seconds
@@ -275,7 +289,7 @@ def _wake(waiter: asyncio.Future[None] | None) -> None:
 
 
 @contextmanager
-def _loop_signals(enabled: bool, loop: asyncio.AbstractEventLoop, run: Run) -> Iterator[None]:
+def _loop_signals(enabled: bool, loop: asyncio.AbstractEventLoop, run: RunState) -> Iterator[None]:
     """SIGTERM/SIGINT request a stop through the loop's own signal handling."""
     if not on_main_thread(enabled):
         yield

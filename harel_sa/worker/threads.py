@@ -15,16 +15,21 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Generic, Unpack
+from typing import TYPE_CHECKING, Generic, Unpack, cast
 
 from harel_sa import settlements
 from harel_sa.events import E, Lease
+from harel_sa.sqlite.transport import SqliteTransport
+from harel_sa.transports import Transport
 from harel_sa.worker import programs
+from harel_sa.worker.batches import Batches
 from harel_sa.worker.heartbeat import Heartbeat
-from harel_sa.worker.options import WorkerKwargs, checked, options_from
-from harel_sa.worker.queues import SYNC_TRANSPORTS, Queue, notifies
-from harel_sa.worker.run import Run, WorkerStats
-from harel_sa.worker.steps import Program
+from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
+from harel_sa.worker.runstate import RunState, WorkerStats
+from harel_sa.worker.steps import Routine
+
+if TYPE_CHECKING:
+    from harel_sa.worker.operations import WorkerTransport
 
 #: How long one wait on the transport lasts at most, so that a stop is seen that soon.
 LISTEN_SLICE = 0.1
@@ -52,14 +57,18 @@ class Worker(Generic[E]):
 
     def __init__(
         self,
-        transport: Queue[E],
+        transport: Transport[E],
         handler: Callable[[Lease[E]], None],
         **kwargs: Unpack[WorkerKwargs],
     ) -> None:
-        self.transport, self.handler = checked(transport, SYNC_TRANSPORTS, handler, sync=True)
+        check_arguments(transport, Transport, "SqliteTransport or PostgresTransport", handler, True)
+        # Every Transport is one of these two, which add what a worker waits with.
+        self.transport = cast("WorkerTransport", transport)
+        self.handler = handler
         self.options, self.handle_signals = options_from(kwargs)
-        self._listens = notifies(transport)
-        self._run: Run | None = None
+        # PostgreSQL's wait_for_messages hears a new message (LISTEN); SQLite's only sleeps.
+        self._listens = not isinstance(transport, SqliteTransport)
+        self._run: RunState | None = None
         self._slots: list[threading.Thread] = []
         self._wake = threading.Event()
         self._finished = threading.Event()
@@ -77,12 +86,15 @@ class Worker(Generic[E]):
         A handler's ``KeyboardInterrupt`` or ``SystemExit`` stops the run the same way (its own
         lease released at once) and is raised again from here once the run is over.
         """
-        run = Run(self.options, max_messages, until_empty)
+        run = RunState(self.options, max_messages, until_empty)
+        batches = programs.batches_for(run)
         self._wake, self._finished = threading.Event(), threading.Event()
-        run.on_stop = self._wake.set
         self._bell, self._woken = threading.Event(), queue.SimpleQueue()
-        run.on_ring, run.on_wake = self._bell.set, self._wake_slots
-        run.on_start = lambda slots: self._start_slots(run, slots)
+        run.on_stop = self._wake.set
+        if batches is not None:
+            run.on_stop = lambda: _both(self._wake.set, batches.wake_all)
+            batches.on_ring, batches.on_wake = self._bell.set, self._wake_slots
+            batches.on_start = lambda slots: self._start_slots(run, batches, slots)
         self._run = run
         beat = Heartbeat(run, lambda lease: self.transport.extend(lease, self.options.visibility))
         run.started(self.transport.database, self.transport.prefix, "threads")
@@ -90,7 +102,7 @@ class Worker(Generic[E]):
             with _signals(self.handle_signals, run):
                 # Filled in place: the batcher's thread may start slots before the list is whole.
                 self._slots = []
-                for program in programs.team(run):
+                for program in programs.team(run, batches):
                     self._slots.append(self._start(run, program))
                 beat.start()
                 self._drive(programs.supervise(run))
@@ -144,9 +156,9 @@ class Worker(Generic[E]):
         for _ in range(slots):
             self._woken.put(None)
 
-    def _start_slots(self, run: Run, slots: int) -> None:
+    def _start_slots(self, run: RunState, batches: Batches, slots: int) -> None:
         for _ in range(slots):
-            self._slots.append(self._start(run, programs.started_slot(run)))
+            self._slots.append(self._start(run, programs.batching_slot(run, batches)))
 
     def wait_slots(self, seconds: float) -> int:
         alive = [t for t in self._slots if t.is_alive()]
@@ -158,7 +170,7 @@ class Worker(Generic[E]):
         """Slot threads still running are daemons: they end with the process."""
 
     # -- the driving -----------------------------------------------------------------------
-    def _start(self, run: Run, program: Program) -> threading.Thread:
+    def _start(self, run: RunState, program: Routine) -> threading.Thread:
         def slot() -> None:
             # A new thread's context is empty: its handlers' settles are reported from now on.
             settlements.watch(run.settled_by_handler)
@@ -171,7 +183,7 @@ class Worker(Generic[E]):
         thread.start()
         return thread
 
-    def _drive(self, program: Program) -> None:
+    def _drive(self, program: Routine) -> None:
         """Perform ``program``'s steps on this thread until it ends; an exception raised while
         performing one goes into the program, which may handle it."""
         step = next(program, None)
@@ -187,8 +199,13 @@ class Worker(Generic[E]):
                 step = next(program, None)
 
 
+def _both(first: Callable[[], None], then: Callable[[], None]) -> None:
+    first()
+    then()
+
+
 @contextmanager
-def _signals(enabled: bool, run: Run) -> Iterator[None]:
+def _signals(enabled: bool, run: RunState) -> Iterator[None]:
     """SIGTERM/SIGINT request a stop while the run lasts; the prior handlers come back."""
     if not on_main_thread(enabled):
         yield

@@ -19,7 +19,12 @@ from tests.cli.conftest import ROOT
 #: What a program on the schema alone must not pay for.
 HEAVY = ("pydantic", "asyncio", "aiosqlite", "psycopg", "harel_sa.worker", "harel_sa.events")
 #: The worker's machinery, which only a running worker needs.
-DRIVERS = ("harel_sa.worker.run", "harel_sa.worker.threads", "harel_sa.worker.tasks", "aiosqlite")
+DRIVERS = (
+    "harel_sa.worker.runstate",
+    "harel_sa.worker.threads",
+    "harel_sa.worker.tasks",
+    "aiosqlite",
+)
 
 
 def loaded_after(statement: str, among: tuple[str, ...] = HEAVY) -> list[str]:
@@ -54,7 +59,7 @@ def test_the_command_and_the_workers_options_load_no_worker_machinery() -> None:
     assert loaded_after("import harel_sa.cli", DRIVERS) == []
     assert loaded_after("from harel_sa.worker import Retry, DEFAULT_ACK_WAIT", DRIVERS) == []
     loaded = set(loaded_after("from harel_sa.worker import Worker", DRIVERS))
-    assert {"harel_sa.worker.run", "harel_sa.worker.threads"} <= loaded
+    assert {"harel_sa.worker.runstate", "harel_sa.worker.threads"} <= loaded
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ from harel_sa.worker import batches as b
 from harel_sa.worker import programs as p
 from harel_sa.worker.operations import Ack, Batch, Nack, Sent
 from harel_sa.worker.outcomes import RETURNED, Raised
-from harel_sa.worker.run import Run
-from harel_sa.worker.steps import Bell, Call, Program, Send, Serve, Step, Take, Wait
+from harel_sa.worker.runstate import RunState
+from harel_sa.worker.steps import Action, Perform, Routine, SendBatch, Serve, Take, Wait, WaitBell
 from tests.conftest import FakeClock
 
 OPTIONS = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=60.0, visibility=120.0)
@@ -34,20 +34,22 @@ class Team:
     or :meth:`step`, as a driver would. Slots are numbered in the order they start."""
 
     def __init__(self, options: WorkerOptions = OPTIONS, **run: Any) -> None:
-        self.run = Run(options, run.get("max_messages"), run.get("until_empty", False))
-        assert self.run.batches is not None
-        self.batches = self.run.batches
+        self.run = RunState(options, run.get("max_messages"), run.get("until_empty", False))
+        batches = p.batches_for(self.run)
+        assert batches is not None
+        self.batches = batches
+        self.run.on_stop = batches.wake_all  # as the drivers do
         self.clock = self.batches.clock = FakeClock()  # a handler takes no time unless told
-        [self.batcher] = p.team(self.run)  # the slots start at their first wake-up
-        self.slots: list[Program] = []
+        [self.batcher] = p.team(self.run, batches)  # the slots start at their first wake-up
+        self.slots: list[Routine] = []
         self.rang = 0  # the batcher's bell
         self.tokens = 0  # wake-ups given to waiting slots, not yet handed to one
         self.starts = 0  # slots to start, not started yet
         self.given = 0  # wake-ups given in all (starts included)
-        self.run.on_ring = self._ring
-        self.run.on_wake = self._wake
-        self.run.on_start = self._start
-        self.at: dict[int, Step | None] = {}
+        batches.on_ring = self._ring
+        batches.on_wake = self._wake
+        batches.on_start = self._start
+        self.at: dict[int, Action | None] = {}
 
     @property
     def wakes(self) -> int:
@@ -65,13 +67,13 @@ class Team:
         self.starts += slots
         self.given += slots
 
-    def step(self, k: int) -> Step | None:
+    def step(self, k: int) -> Action | None:
         """Slot ``k`` goes on (its step was performed), or starts (the next to): its next
         step."""
         if k == len(self.slots) + 1:
             assert self.starts, "no slot was started"
             self.starts -= 1
-            self.slots.append(p.started_slot(self.run))
+            self.slots.append(p.batching_slot(self.run, self.batches))
         self.at[k] = next(self.slots[k - 1], None)
         return self.at[k]
 
@@ -88,21 +90,21 @@ class Team:
             else:
                 return {s.lease.seq: k for k, s in self.at.items() if isinstance(s, Serve)}
 
-    def batch(self) -> Send:
+    def batch(self) -> SendBatch:
         """The batcher's next step: it must be a batch."""
         step = next(self.batcher)
-        assert isinstance(step, Send), step
+        assert isinstance(step, SendBatch), step
         return step
 
     def answer(
-        self, send: Send, acked: tuple[bool, ...] = (), *leases: Lease[Event], slot: int = 0
-    ) -> Step | None:
+        self, send: SendBatch, acked: tuple[bool, ...] = (), *leases: Lease[Event], slot: int = 0
+    ) -> Action | None:
         """Answer the batch ``send`` (the batcher's, or slot ``slot``'s): the sender's next
         step (``None``: it ended)."""
         send.result = Sent(acked, leases)
         return self.step(slot) if slot else next(self.batcher, None)
 
-    def finish(self, k: int, outcome: Any = None) -> Step | None:
+    def finish(self, k: int, outcome: Any = None) -> Action | None:
         """Slot ``k``'s handler ends (returned, unless ``outcome``): its next step (the same
         :class:`Serve`, on the next lease, when the tray handed one on with the ack)."""
         step = self.at[k]
@@ -112,8 +114,8 @@ class Team:
         return self.step(k)
 
 
-def sending(step: Step | None) -> Send:
-    assert isinstance(step, Send), step
+def sending(step: Action | None) -> SendBatch:
+    assert isinstance(step, SendBatch), step
     return step
 
 
@@ -123,7 +125,7 @@ def test_one_claim_many_fills_every_free_slot_and_each_gets_one_lease() -> None:
     claim = team.batch()
     assert claim.batch == Batch((), OPTIONS, 3)  # one claim for the three free slots
     leases = lease(1), lease(2), lease(3)
-    assert isinstance(team.answer(claim, (), *leases), Bell)  # the batcher waits for acks
+    assert isinstance(team.answer(claim, (), *leases), WaitBell)  # the batcher waits for acks
     assert team.wakes == 1  # one slot is woken; each that takes wakes the next
     handling = team.drive()  # three handlers at once: a slow one holds no other lease back
     assert handling == {1: 1, 2: 2, 3: 3} and team.given == 3
@@ -164,7 +166,7 @@ def test_slots_start_at_their_first_wake_up_so_quick_handlers_start_few() -> Non
     assert team.wakes == 0 and len(team.slots) == 2  # of 6: the sender goes on alone
 
 
-def second_batch_on_slot_1(team: Team, seconds: float = 0.0) -> tuple[Step | None, int]:
+def second_batch_on_slot_1(team: Team, seconds: float = 0.0) -> tuple[Action | None, int]:
     """Slot 1 handles leases 1 to 3, each in ``seconds``, sends their acks and gets 4 to 6
     back: its next step, and the wake-ups that came with them. The slot woken meanwhile found
     the tray empty and waits again."""
@@ -187,15 +189,15 @@ def test_after_a_quick_handler_the_sender_takes_its_batch_alone() -> None:
     assert woken == 0  # nobody else is woken: the sender takes lease after lease
     assert team.rang == 1  # the batcher, asleep LONG, is told to watch the tray instead
     watch = next(team.batcher)
-    assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
+    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(b.STALL)
     for seq in (4, 5, 6):
         assert isinstance(step, Serve) and step.lease.seq == seq
         step = team.finish(1)
-    assert isinstance(step, Send) and step.batch.leases == (lease(4), lease(5), lease(6))
+    assert isinstance(step, SendBatch) and step.batch.leases == (lease(4), lease(5), lease(6))
     assert team.wakes == 0 and team.rang == 1  # no thread was woken for the whole batch
     team.clock.advance(b.STALL)
     watch = next(team.batcher)  # and while the batch is on its way, it still watches
-    assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
+    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(b.STALL)
 
 
 def test_a_lease_left_in_the_tray_by_a_handler_turned_slow_gets_a_slot_after_stall() -> None:
@@ -203,10 +205,10 @@ def test_a_lease_left_in_the_tray_by_a_handler_turned_slow_gets_a_slot_after_sta
     step, _ = second_batch_on_slot_1(team)
     assert isinstance(step, Serve) and step.lease.seq == 4  # this handler hangs
     watch = next(team.batcher)
-    assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
+    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(b.STALL)
     team.clock.advance(b.STALL / 2)
     again = next(team.batcher)  # not yet: it looks again when lease 5 has waited STALL
-    assert isinstance(again, Bell) and again.seconds == pytest.approx(b.STALL / 2)
+    assert isinstance(again, WaitBell) and again.seconds == pytest.approx(b.STALL / 2)
     assert team.wakes == 0
     team.clock.advance(b.STALL / 2)
     next(team.batcher)
@@ -244,10 +246,10 @@ def test_the_first_ack_rings_the_batcher_only_when_it_sleeps_past_ack_wait() -> 
     team.finish(1)
     assert team.rang == 1  # asleep LONG (1 s): it must time the 0.5 s from this ack
     wait = next(team.batcher)
-    assert isinstance(wait, Bell) and wait.seconds == 0.5
+    assert isinstance(wait, WaitBell) and wait.seconds == 0.5
     team.clock.advance(0.5)
     due = next(team.batcher)  # lease 1's ack waited ack_wait: sent with what is gathered
-    assert isinstance(due, Send) and due.batch.leases == (lease(1),)
+    assert isinstance(due, SendBatch) and due.batch.leases == (lease(1),)
 
 
 def test_after_quick_handlers_the_first_ack_leaves_the_watching_batcher_asleep() -> None:
@@ -256,7 +258,7 @@ def test_after_quick_handlers_the_first_ack_leaves_the_watching_batcher_asleep()
     step, _ = second_batch_on_slot_1(team)
     assert team.rang == 1  # told to watch the tray, as before
     watch = next(team.batcher)
-    assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
+    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(b.STALL)
     team.rang = 0
     assert isinstance(step, Serve) and step.lease.seq == 4
     step = team.finish(1)  # the first ack of this batch; lease 5's handler hangs
@@ -264,11 +266,11 @@ def test_after_quick_handlers_the_first_ack_leaves_the_watching_batcher_asleep()
     assert team.rang == 0  # the batcher wakes within STALL anyway: no ring for each batch
     team.clock.advance(b.STALL)
     due = next(team.batcher)  # it wakes: lease 4's ack waited past ack_wait, sent now
-    assert isinstance(due, Send) and due.batch.leases == (lease(4),)
+    assert isinstance(due, SendBatch) and due.batch.leases == (lease(4),)
     assert team.wakes == 1  # and lease 6, left in the tray STALL, gets a slot
 
 
-def quick_team_with_slots_3_and_4_busy(monkeypatch: pytest.MonkeyPatch) -> tuple[Team, Send]:
+def quick_team_with_slots_3_and_4_busy(monkeypatch: pytest.MonkeyPatch) -> tuple[Team, SendBatch]:
     """Every handler quick, ``ack_wait`` under ``STALL``: slots 1 and 2 handle leases 1 and 2
     while slots 3 and 4 keep leases 3 and 4; slot 2 sends their acks and the claim for two."""
     monkeypatch.setattr(b, "QUICK", 1.0)
@@ -292,14 +294,14 @@ def test_after_quick_handlers_the_acks_of_a_drained_tray_ring_the_batcher_by_ack
     step = team.answer(send, (True, True), lease(5), lease(6), slot=2)
     assert isinstance(step, Serve) and step.lease.seq == 5  # the sender goes on with the tray
     watch = next(team.batcher)  # lease 6 waits in the tray: the batcher watches
-    assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
+    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(b.STALL)
     team.rang = 0
     step = team.finish(2)  # the first ack: the slot looks at it again after lease 6
     assert isinstance(step, Serve) and step.lease.seq == 6 and team.rang == 0
     assert isinstance(team.finish(2), Take)  # the tray is empty; leases 3 and 4 are out
     assert team.rang == 1  # the batcher would sleep past ack_wait: rung to time it
     wait = next(team.batcher)
-    assert isinstance(wait, Bell) and wait.seconds == pytest.approx(team.run.options.ack_wait)
+    assert isinstance(wait, WaitBell) and wait.seconds == pytest.approx(team.run.options.ack_wait)
     team.clock.advance(team.run.options.ack_wait)
     assert sending(next(team.batcher)).batch.leases == (lease(5), lease(6))
 
@@ -311,7 +313,7 @@ def test_an_ack_while_a_batch_is_on_its_way_leaves_the_batcher_to_its_sender(
     not ring it; the batch's sender does when the batch has landed."""
     team, send = quick_team_with_slots_3_and_4_busy(monkeypatch)
     watch = next(team.batcher)  # slot 2's batch may bring leases: the batcher watches
-    assert isinstance(watch, Bell) and watch.seconds == pytest.approx(b.STALL)
+    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(b.STALL)
     team.rang = 0
     assert isinstance(team.finish(3), Take)  # lease 3's ack, not due (lease 4 is out)
     assert team.rang == 0  # though the batcher sleeps past its ack_wait
@@ -328,7 +330,7 @@ def test_acks_are_gathered_into_one_batch_counted_only_once_it_committed() -> No
     assert isinstance(team.finish(1), Take)  # two handlers still hold leases: it waits
     assert team.rang == 0  # the batcher wakes (LONG) before this ack waited ack_wait anyway
     wait = next(team.batcher)
-    assert isinstance(wait, Bell) and wait.seconds == 60  # then sleeps until ack_wait is up
+    assert isinstance(wait, WaitBell) and wait.seconds == 60  # then sleeps until ack_wait is up
     assert isinstance(team.finish(2), Take)
     send = sending(team.finish(3))  # nobody holds a lease any more: no other ack is coming
     assert send.batch == Batch(leases, OPTIONS, 3)  # one commit: three acks, three claims
@@ -348,7 +350,7 @@ def test_while_a_batch_is_on_its_way_no_other_is_sent_its_sender_sends_what_came
     first = sending(team.finish(1))  # ack_wait 0: due at once
     assert first.batch == Batch((lease(1),), options, 1)
     assert isinstance(team.finish(2), Take)  # due too, but slot 1's batch is on its way
-    assert isinstance(next(team.batcher), Bell)  # and the batcher does not send it either
+    assert isinstance(next(team.batcher), WaitBell)  # and the batcher does not send it either
     second = sending(team.answer(first, (True,), lease(4), slot=1))
     assert second.batch == Batch((lease(2),), options, 1)  # the sender sends what came
     assert isinstance(team.answer(second, (True,), lease(5), slot=1), Serve)
@@ -395,7 +397,7 @@ def test_a_stop_releases_the_leases_in_the_tray_that_no_slot_had_started() -> No
     next(supervise)  # abandon
     released = []
     while (release := next(supervise, None)) is not None:
-        assert isinstance(release, Call) and isinstance(release.op, Nack) and release.op.release
+        assert isinstance(release, Perform) and isinstance(release.op, Nack) and release.op.release
         release.result = p.Done(True)
         released.append(release.op.lease)
     assert sorted(r.seq for r in released) == [2, 3]
@@ -414,7 +416,7 @@ def test_max_messages_caps_every_claim_and_gives_back_what_a_claim_did_not_find(
     send = sending(team.finish(3))
     assert send.batch == Batch((lease(1), lease(2), lease(3)), OPTIONS, 1)  # 1 left of 4
     team.answer(send, (True, True, True), slot=3)  # it found none: the 1 comes back
-    team.run.batches.heard()  # type: ignore[union-attr]  # a message came: claim at once
+    team.batches.heard()  # a message came: claim at once
     again = team.batch()
     assert again.batch == Batch((), OPTIONS, 1)
     team.answer(again, (), lease(4))
@@ -452,15 +454,15 @@ def test_a_nack_is_sent_by_its_slot_and_frees_it_for_the_next_claim() -> None:
     team.answer(team.batch(), (), lease(1))
     k = team.drive()[1]
     nack = team.finish(k, Raised(ValueError("boom")))
-    assert isinstance(nack, Call) and isinstance(nack.op, Nack)
+    assert isinstance(nack, Perform) and isinstance(nack.op, Nack)
     nack.result = p.Done(True)
     team.rang = 0
     assert isinstance(team.step(k), Take)  # free again, and it tells the batcher
     assert team.rang == 1
     idle = next(team.batcher)  # the last claim found fewer than asked: the idle poll first
-    assert isinstance(idle, Bell) and idle.idle and (idle.seconds or 0) <= OPTIONS.poll_interval
+    assert isinstance(idle, WaitBell) and idle.idle and (idle.seconds or 0) <= OPTIONS.poll_interval
     assert team.run.stats().failed == 1
-    team.run.batches.heard()  # type: ignore[union-attr]  # a message came: claim at once
+    team.batches.heard()  # a message came: claim at once
     assert team.batch().batch == Batch((), OPTIONS, 3)  # for every slot: none holds a lease
 
 
@@ -482,10 +484,10 @@ def test_one_slot_or_batch_1_keeps_the_unbatched_programs() -> None:
         WorkerOptions(concurrency=1, batch=32),
         WorkerOptions(concurrency=4, batch=1),
     ):
-        run = Run(options, None, False)
-        assert run.batches is None and len(p.team(run)) == options.concurrency
-        program: Program = p.team(run)[0]
-        assert isinstance(next(program), Call)  # a plain claim, as before batching
+        run = RunState(options, None, False)
+        assert p.batches_for(run) is None and len(p.team(run, None)) == options.concurrency
+        program: Routine = p.team(run, None)[0]
+        assert isinstance(next(program), Perform)  # a plain claim, as before batching
 
 
 @pytest.mark.parametrize(
@@ -507,10 +509,10 @@ def test_until_empty_goes_on_while_a_handler_may_free_its_group() -> None:
     again = team.batch()  # the poll is over: claim for the two free slots
     assert again.batch == Batch((), options, 2)
     poll = team.answer(again, ())  # nothing, but lease 1's group is busy: not the end
-    assert isinstance(poll, Send) and poll.batch == again.batch  # (a poll of 1e-9 s)
+    assert isinstance(poll, SendBatch) and poll.batch == again.batch  # (a poll of 1e-9 s)
     assert isinstance(team.finish(k), Take)  # its ack waits: the batcher's poll is on its way
     fused = team.answer(poll, ())  # its sender sends the ack that came due meanwhile
-    assert isinstance(fused, Send)
+    assert isinstance(fused, SendBatch)
     # It frees the group's next; the poll that found nothing just ended: no more is asked.
     assert fused.batch == Batch((lease(1),), options, 1)
     team.answer(fused, (True,), lease(2))
@@ -521,7 +523,7 @@ def test_a_deep_group_goes_lease_after_lease_on_one_slot_without_waking_the_batc
     team = Team()
     team.answer(team.batch(), (), lease(1))  # one group: one lease of the three asked for
     idle = next(team.batcher)
-    assert isinstance(idle, Bell) and idle.idle  # it polls for the free slots later
+    assert isinstance(idle, WaitBell) and idle.idle  # it polls for the free slots later
     k = team.drive()[1]
     team.rang = 0
     for seq in (2, 3, 4):
@@ -534,7 +536,7 @@ def test_a_deep_group_goes_lease_after_lease_on_one_slot_without_waking_the_batc
     assert team.run.stats().succeeded == 3
     sending(team.finish(k))
     wait = next(team.batcher)  # a batch of one on its way: no lease of it can wait in the tray
-    assert isinstance(wait, Bell) and (wait.seconds or 0) > b.STALL  # so no watch every STALL
+    assert isinstance(wait, WaitBell) and (wait.seconds or 0) > b.STALL  # so no watch every STALL
 
 
 def test_the_batcher_in_its_idle_poll_is_not_woken_by_every_short_batch_of_a_slot() -> None:
@@ -542,7 +544,7 @@ def test_the_batcher_in_its_idle_poll_is_not_woken_by_every_short_batch_of_a_slo
     team = Team(options)
     team.answer(team.batch(), (), lease(1), lease(2))  # two of three: short
     idle = next(team.batcher)
-    assert isinstance(idle, Bell) and idle.idle and (idle.seconds or 0) <= options.poll_interval
+    assert isinstance(idle, WaitBell) and idle.idle and (idle.seconds or 0) <= options.poll_interval
     team.drive()
     team.rang = 0
     send = sending(team.finish(1))
@@ -551,7 +553,7 @@ def test_the_batcher_in_its_idle_poll_is_not_woken_by_every_short_batch_of_a_slo
     assert team.rang == 0  # the batcher wakes before that anyway: not rung
     send = sending(team.finish(2))
     wait = next(team.batcher)  # a slot's batch is on its way: sleep, but not past the poll
-    assert isinstance(wait, Bell) and 0 < (wait.seconds or 0) <= options.poll_interval
+    assert isinstance(wait, WaitBell) and 0 < (wait.seconds or 0) <= options.poll_interval
 
 
 def test_a_slot_reuses_its_handle_step_and_each_lease_starts_as_returned() -> None:
@@ -560,7 +562,7 @@ def test_a_slot_reuses_its_handle_step_and_each_lease_starts_as_returned() -> No
     first = team.step(1)
     assert isinstance(first, Serve)
     retry = team.finish(1, Raised(ValueError("boom")))  # the first handler fails: a nack
-    assert isinstance(retry, Call) and isinstance(retry.op, Nack)
+    assert isinstance(retry, Perform) and isinstance(retry.op, Nack)
     retry.result = p.Done(True)
     second = team.step(1)
     assert isinstance(second, Serve) and second.lease.seq == 2
@@ -568,7 +570,7 @@ def test_a_slot_reuses_its_handle_step_and_each_lease_starts_as_returned() -> No
     assert isinstance(team.finish(1), Serve)
     stats = team.run.stats()
     assert (stats.failed, stats.succeeded) == (1, 0)
-    assert team.run.batches._acks == [lease(2)]  # type: ignore[union-attr]
+    assert team.batches._acks == [lease(2)]
 
 
 def test_a_handler_that_settles_its_own_lease_frees_its_slot_for_the_next_claim() -> None:
@@ -579,7 +581,7 @@ def test_a_handler_that_settles_its_own_lease_frees_its_slot_for_the_next_claim(
     team.rang = 0
     assert isinstance(team.finish(k), Take)  # nothing for the slot to send
     assert team.rang == 1  # the batcher is told: a slot is free and no ack will claim for it
-    team.run.batches.heard()  # type: ignore[union-attr]  # past the idle poll
+    team.batches.heard()  # past the idle poll
     claim = team.batch()
     assert claim.batch == Batch((), OPTIONS, 3)  # for all three slots again
     assert team.run.stats().succeeded == 1
@@ -595,7 +597,7 @@ def test_once_the_batcher_is_done_a_returned_handler_sends_its_own_ack() -> None
     team.run.request_stop()  # no grace: the batcher ends with the handler still running
     assert next(team.batcher, None) is None
     ack = team.finish(k)
-    assert isinstance(ack, Call) and ack.op == Ack(lease(1), options, fused=False)
+    assert isinstance(ack, Perform) and ack.op == Ack(lease(1), options, fused=False)
     ack.result = p.Done(True)
     assert team.step(k) is None
     assert team.run.stats().succeeded == 1

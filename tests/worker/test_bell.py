@@ -1,4 +1,4 @@
-"""The AsyncWorker batcher's bell (``harel_sa.worker.tasks.Bell``), on a real loop: a ring
+"""The AsyncWorker batcher's bell (``harel_sa.worker.tasks.AsyncBell``), on a real loop: a ring
 wakes the waiter or the next wait, a timeout ends a wait quietly, and a cancelled wait
 leaves no timer behind."""
 
@@ -8,14 +8,14 @@ import asyncio
 
 import pytest
 
-from harel_sa.worker.tasks import Bell
+from harel_sa.worker.tasks import AsyncBell
 
 LONG = 30.0  # a wait the test never lets run out
 
 
 def test_a_ring_wakes_the_waiter_at_once() -> None:
     async def main() -> None:
-        bell = Bell()
+        bell = AsyncBell()
         waiting = asyncio.ensure_future(bell.wait(LONG))
         await asyncio.sleep(0)
         assert not waiting.done()
@@ -30,7 +30,7 @@ def test_a_ring_wakes_the_waiter_at_once() -> None:
 
 def test_a_ring_before_the_wait_is_not_lost() -> None:
     async def main() -> None:
-        bell = Bell()
+        bell = AsyncBell()
         bell.set()
         await asyncio.wait_for(bell.wait(LONG), 5.0)  # returns at once: rung already
 
@@ -39,7 +39,7 @@ def test_a_ring_before_the_wait_is_not_lost() -> None:
 
 def test_a_timeout_ends_the_wait_without_an_error_and_without_a_ring() -> None:
     async def main() -> None:
-        bell = Bell()
+        bell = AsyncBell()
         await asyncio.wait_for(bell.wait(0.01), 5.0)  # the guard: a mutant fails, not hangs
         assert not bell.is_set()
 
@@ -49,7 +49,7 @@ def test_a_timeout_ends_the_wait_without_an_error_and_without_a_ring() -> None:
 def test_a_cancelled_wait_leaves_no_timer_and_a_later_wait_still_hears_a_ring() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        bell = Bell()
+        bell = AsyncBell()
         before = len(loop._scheduled)  # type: ignore[attr-defined]
         waiting = asyncio.ensure_future(bell.wait(LONG))
         await asyncio.sleep(0)

@@ -13,8 +13,8 @@ from harel_sa.worker import Backoff, WorkerOptions
 from harel_sa.worker import programs as p
 from harel_sa.worker.operations import Ack, Bury, Claim, Done, Nack
 from harel_sa.worker.outcomes import Interrupted, Raised
-from harel_sa.worker.run import Run
-from harel_sa.worker.steps import Abandon, Call, Handle, Program, Step, Wait, WaitSlots
+from harel_sa.worker.runstate import RunState
+from harel_sa.worker.steps import Abandon, Action, Handle, Perform, Routine, Wait, WaitSlots
 
 OPTIONS = WorkerOptions(worker_id="w", backoff=Backoff(base=2.0, jitter=0.0), max_deliveries=3)
 
@@ -23,16 +23,16 @@ def lease(seq: int = 1, deliveries: int = 1) -> Lease[Event]:
     return Lease(seq, f"g{seq}", Event(kind="job"), "w", f"t{seq}", deliveries)
 
 
-def new_run(max_messages: int | None = None, until_empty: bool = False) -> Run:
-    return Run(OPTIONS, max_messages, until_empty)
+def new_run(max_messages: int | None = None, until_empty: bool = False) -> RunState:
+    return RunState(OPTIONS, max_messages, until_empty)
 
 
-def call(step: Step | None) -> Call:
-    assert isinstance(step, Call), step
+def call(step: Action | None) -> Perform:
+    assert isinstance(step, Perform), step
     return step
 
 
-def claimed(program: Program, taken: Lease[Event] | None) -> Step | None:
+def claimed(program: Routine, taken: Lease[Event] | None) -> Action | None:
     """Answer the claim ``program`` asks for with ``taken``; the next step."""
     step = call(next(program))
     assert isinstance(step.op, Claim)
@@ -40,7 +40,7 @@ def claimed(program: Program, taken: Lease[Event] | None) -> Step | None:
     return next(program, None)
 
 
-def handled(program: Program, step: Step | None, outcome: Any = None) -> Call:
+def handled(program: Routine, step: Action | None, outcome: Any = None) -> Perform:
     """Let the handler ``step`` end with ``outcome`` (default: it returned); the next call."""
     assert isinstance(step, Handle), step
     if outcome is not None:
@@ -220,7 +220,7 @@ def test_a_closed_transport_stops_the_run() -> None:
     assert next(program, None) is None
 
 
-def supervisor(run: Run, alive: int) -> tuple[Program, WaitSlots]:
+def supervisor(run: RunState, alive: int) -> tuple[Routine, WaitSlots]:
     program = p.supervise(run)
     wait = next(program)
     assert isinstance(wait, WaitSlots)
@@ -238,7 +238,7 @@ def test_the_supervisor_waits_while_running_and_ends_when_the_slots_do() -> None
 
 
 def test_after_the_grace_the_supervisor_abandons_and_releases_what_is_held() -> None:
-    run = Run(WorkerOptions(grace=0.0), None, False)
+    run = RunState(WorkerOptions(grace=0.0), None, False)
     held = lease(1)
     run.claimed(held, 0.0)
     run.handling()  # its slot is inside the handler
@@ -253,7 +253,7 @@ def test_after_the_grace_the_supervisor_abandons_and_releases_what_is_held() -> 
 
 
 def test_after_the_grace_a_slot_between_two_calls_gets_to_land_its_call() -> None:
-    run = Run(WorkerOptions(grace=0.0), None, False)
+    run = RunState(WorkerOptions(grace=0.0), None, False)
     program, wait = supervisor(run, alive=1)  # alive, but not inside a handler
     run.request_stop()
     assert next(program) is wait  # not abandoned yet: it is mid-call
@@ -262,7 +262,7 @@ def test_after_the_grace_a_slot_between_two_calls_gets_to_land_its_call() -> Non
 
 
 def test_an_interrupted_supervisor_releases_without_grace_then_ends() -> None:
-    run = Run(WorkerOptions(grace=60.0), None, False)
+    run = RunState(WorkerOptions(grace=60.0), None, False)
     held, error = lease(1), KeyboardInterrupt()
     run.claimed(held, 0.0)
     program, _ = supervisor(run, alive=1)
@@ -287,7 +287,7 @@ def test_a_heartbeat_that_runs_late_says_so(caplog: pytest.LogCaptureFixture) ->
 
     from harel_sa.worker.heartbeat import Heartbeat
 
-    run = Run(WorkerOptions(visibility=0.3), None, False)  # a beat every 0.1 s
+    run = RunState(WorkerOptions(visibility=0.3), None, False)  # a beat every 0.1 s
     run.claimed(lease(1), 0.0)
     extended = threading.Event()
 

@@ -15,7 +15,7 @@ from harel_sa import (
 )
 from harel_sa.worker import Backoff, Observer, WorkerOptions
 from harel_sa.worker.outcomes import RETURNED
-from harel_sa.worker.run import Run
+from harel_sa.worker.runstate import RunState
 
 
 def test_backoff_grows_exponentially_from_the_deliveries_up_to_the_cap() -> None:
@@ -53,7 +53,7 @@ def test_the_heartbeat_gives_a_lease_three_chances() -> None:
 
 
 def test_a_first_stop_starts_the_grace_and_a_second_ends_it() -> None:
-    state = Run(WorkerOptions(grace=60.0), max_messages=None, until_empty=False)
+    state = RunState(WorkerOptions(grace=60.0), max_messages=None, until_empty=False)
     assert state.grace_left() is None and state.reserve()
     state.request_stop()
     left = state.grace_left()
@@ -64,14 +64,14 @@ def test_a_first_stop_starts_the_grace_and_a_second_ends_it() -> None:
 
 
 def test_max_messages_is_a_budget_of_claims_that_an_empty_claim_gives_back() -> None:
-    state = Run(WorkerOptions(), max_messages=2, until_empty=False)
+    state = RunState(WorkerOptions(), max_messages=2, until_empty=False)
     assert state.reserve() and state.reserve() and not state.reserve()
     assert state.nothing_claimed() == WorkerOptions().poll_interval  # keep polling...
     assert state.reserve() and not state.reserve()  # ...with the claim given back
 
 
 def test_until_empty_ends_a_slot_at_the_first_empty_claim() -> None:
-    state = Run(WorkerOptions(), max_messages=None, until_empty=True)
+    state = RunState(WorkerOptions(), max_messages=None, until_empty=True)
     assert state.reserve()
     assert state.nothing_claimed() is None
 
@@ -87,7 +87,7 @@ def test_a_worker_refuses_a_transport_of_the_other_kind_and_a_bad_handler(db: st
 
 
 def test_after_the_grace_only_slots_inside_their_handler_are_abandoned_at_once() -> None:
-    state = Run(WorkerOptions(), max_messages=None, until_empty=False)
+    state = RunState(WorkerOptions(), max_messages=None, until_empty=False)
     state.handling()  # one slot is in its handler; a second is mid ack
     assert state.may_abandon(1)
     assert not state.may_abandon(2)  # the one mid-call gets to land its call first
@@ -110,7 +110,7 @@ def test_an_observer_is_told_what_it_overrides_and_only_that() -> None:
 
     leases = tuple(Lease(n, f"g{n}", Event(kind="x"), "w", f"t{n}") for n in (1, 2))
     for observer, told in ((Counts(), ["claimed", "claimed", "succeeded"]), (Times(), [0.25])):
-        run = Run(WorkerOptions(worker_id="w", observer=observer), None, False)
+        run = RunState(WorkerOptions(worker_id="w", observer=observer), None, False)
         run.claimed_many(leases, 0.1)
         run.handling()
         run.plan(leases[0], RETURNED, 0.25)

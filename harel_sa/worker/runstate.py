@@ -1,6 +1,6 @@
 """The state of one worker run, and every decision the run makes (shared by both drivers).
 
-:class:`Run` holds the budget (``max_messages``), the stop and the grace, the leases held, the
+:class:`RunState` holds the budget (``max_messages``), the stop and the grace, the leases held, the
 counters, and the one exception that must leave ``run()`` (a handler's ``KeyboardInterrupt``
 or ``SystemExit``). Its methods decide what follows each event (a claim, a handler's outcome,
 a settle, a transport error), log it on ``harel_sa.worker`` and tell the
@@ -28,7 +28,6 @@ from harel_sa.errors import (
 from harel_sa.events import Lease
 from harel_sa.settlements import How
 from harel_sa.validate import storable
-from harel_sa.worker.batches import Batches
 from harel_sa.worker.control import DeadLetter, Retry
 from harel_sa.worker.observe import Observer
 from harel_sa.worker.operations import RETRIED, Ack, Bury, Done, Nack, Operation
@@ -87,7 +86,7 @@ def _utc_in(seconds: float) -> str:
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-class Run:
+class RunState:
     """One run of a worker: what it may still do, what it holds, and what it did."""
 
     def __init__(self, options: WorkerOptions, max_messages: int | None, until_empty: bool):
@@ -101,7 +100,7 @@ class Run:
         # message (a batch's quick handlers would spend more on it than on themselves).
         self._counting = _overrides(observer, "count")
         self.timing = _overrides(observer, "handler_duration")  # handler_took does something
-        self._lock = threading.RLock()  # RLock: a signal handler may stop mid-section
+        self.lock = threading.RLock()  # RLock: a signal handler may stop mid-section
         self._budget = max_messages
         self._until_empty = until_empty
         # Keyed by lease token: unique in this process (``events.tokens``), cheaper than
@@ -116,22 +115,11 @@ class Run:
         self.fatal: BaseException | None = None
         self._deadline: float | None = None
         self._settle_by: float | None = None
-        self.on_stop: Callable[[], None] = _nothing  # the driver's wake-up
-        # Batching only (batches.py): the driver rings the batcher's bell, wakes waiting slots,
-        # starts slots (``programs.batching_slot``) at their first wake-up.
-        self.on_ring: Callable[[], None] = _nothing
-        self.on_wake: Callable[[int], None] = _ignore
-        self.on_start: Callable[[int], None] = _ignore
-        self.batches = Batches(self, self._lock) if options.batching else None
+        self.on_stop: Callable[[], None] = _nothing  # the driver's wake-up (and the batcher's)
 
     @property
     def until_empty(self) -> bool:
         return self._until_empty
-
-    def _ring_all(self) -> None:
-        """A stop: every batching program waiting looks again."""
-        if self.batches is not None:
-            self.batches.wake_all()
 
     def started(self, database: str, prefix: str, kind: str) -> None:
         """The INFO line every run starts with."""
@@ -149,7 +137,7 @@ class Run:
     # -- stop and grace --------------------------------------------------------------------
     def request_stop(self, why: str = "stop() called") -> None:
         """First call: stop claiming, the grace starts. A second call ends the grace now."""
-        with self._lock:
+        with self.lock:
             now = time.monotonic()
             again = self.stopping
             self._deadline = now if again else now + self.options.grace
@@ -166,23 +154,21 @@ class Run:
                 extra={"worker_id": self.options.worker_id},
             )
         self.on_stop()
-        self._ring_all()
 
     def interrupted(self, error: BaseException) -> None:
         """``run()`` itself was interrupted (``KeyboardInterrupt``, cancelled) while waiting:
         no grace; what is held is released, then ``run()`` re-raises ``error``."""
-        with self._lock:
+        with self.lock:
             if self.fatal is None:
                 self.fatal = error
             self.stopping = True
             self._deadline = self._settle_by = time.monotonic()
         log.warning("run interrupted (%s): releasing what is held now", type(error).__name__)
         self.on_stop()
-        self._ring_all()
 
     def grace_left(self) -> float | None:
         """Seconds of grace left once stopping (never negative); ``None`` while running."""
-        with self._lock:
+        with self.lock:
             return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
 
     def may_abandon(self, alive: int) -> bool:
@@ -190,14 +176,14 @@ class Run:
         ``alive`` slots now? Yes when each is inside its handler; a slot outside it is in a
         quick transport call (an ack, a claim) that should land first, so it gets up to
         ``SETTLE`` seconds more."""
-        with self._lock:
+        with self.lock:
             if self._settle_by is None:
                 self._settle_by = time.monotonic() + SETTLE
             return alive <= self.in_handlers or time.monotonic() > self._settle_by
 
     def release_all(self) -> list[Lease[Any]]:
         """The leases still held when the run ends: the driver gives them back (``nack(0)``)."""
-        with self._lock:
+        with self.lock:
             leases, self._held = list(self._held.values()), {}
         if leases:
             log.info("grace over: releasing %d lease(s) with nack(0)", len(leases))
@@ -213,7 +199,7 @@ class Run:
 
     def finish(self) -> None:
         """The run is over: nothing more is claimed, settled or extended."""
-        with self._lock:
+        with self.lock:
             self.done = True
         log.info(
             "worker %s stopped: %s",
@@ -225,7 +211,7 @@ class Run:
     # -- claiming --------------------------------------------------------------------------
     def reserve(self) -> bool:
         """May a slot claim (again)? Takes one from ``max_messages`` if set."""
-        with self._lock:
+        with self.lock:
             if self.stopping or self.done or self._budget == 0:
                 return False
             if self._budget is not None:
@@ -235,7 +221,7 @@ class Run:
     def reserve_many(self, wanted: int) -> int:
         """How many of ``wanted`` leases a batch may claim: all of them, or what is left of
         ``max_messages`` (taken from it); 0 once stopping."""
-        with self._lock:
+        with self.lock:
             if self.stopping or self.done or self._budget == 0:
                 return 0
             if self._budget is None:
@@ -246,7 +232,7 @@ class Run:
 
     def unreserve(self, claims: int = 1) -> None:
         """Reserved claims that did not happen or found nothing: give them back."""
-        with self._lock:
+        with self.lock:
             if self._budget is not None:
                 self._budget += claims
 
@@ -260,7 +246,7 @@ class Run:
         their groups' next messages left behind.
         """
         self.unreserve()
-        with self._lock:
+        with self.lock:
             if self.stopping or (self._until_empty and not self._held):
                 return None
         return self.options.poll_interval
@@ -277,7 +263,7 @@ class Run:
     # -- the handler -----------------------------------------------------------------------
     def handling(self) -> None:
         """A slot hands its lease to the handler."""
-        with self._lock:
+        with self.lock:
             self.hand_over()
 
     def hand_over(self) -> None:
@@ -286,7 +272,7 @@ class Run:
 
     def settled_by_handler(self, lease: Lease[Any], how: How, delay: float) -> None:
         """The handler itself acked, nacked or dead-lettered ``lease`` (and it took)."""
-        with self._lock:
+        with self.lock:
             if self._held.pop(lease.token, None) is not None:
                 self._by_handler[lease.token] = (how, delay)
 
@@ -297,7 +283,7 @@ class Run:
         The lease leaves the held set *before* the ack or nack, so a heartbeat racing it
         cannot mistake the settled lease for a lost one.
         """
-        with self._lock:
+        with self.lock:
             own = self.leave(lease)
         self.handler_took(seconds)
         return self.decide(lease, outcome, own)
@@ -323,7 +309,7 @@ class Run:
             self._settled_by_handler(lease, *own)
             return None
         if isinstance(outcome, Returned):  # a batching run claims in batches, never fused
-            return Ack(lease, self.options, fused=self.batches is None and self.reserve())
+            return Ack(lease, self.options, fused=not self.options.batching and self.reserve())
         if isinstance(outcome, Interrupted):
             self._interrupt(lease, outcome.error)
             return Nack(lease, 0.0, release=True)
@@ -341,7 +327,7 @@ class Run:
         )
 
     def _interrupt(self, lease: Lease[Any], error: BaseException) -> None:
-        with self._lock:
+        with self.lock:
             if self.fatal is None:
                 self.fatal = error
         self.request_stop(f"handler raised {type(error).__name__} on {lease.group_id}")
@@ -445,7 +431,7 @@ class Run:
             lost = [lease for lease, ok in zip(acks, took, strict=True) if not ok]
         succeeded = len(acks) - len(lost)
         held = {lease.token: lease for lease in claimed}
-        with self._lock:
+        with self.lock:
             if self._budget is not None:
                 self._budget += unclaimed
             self._held.update(held)
@@ -495,12 +481,12 @@ class Run:
 
     # -- the heartbeat ---------------------------------------------------------------------
     def held(self) -> list[Lease[Any]]:
-        with self._lock:
+        with self.lock:
             return list(self._held.values())
 
     def extended(self, lease: Lease[Any], ok: bool) -> None:
         """A heartbeat's extend returned ``ok``; ``False`` on a still-held lease means lost."""
-        with self._lock:
+        with self.lock:
             held = lease.token in self._held
         if not ok and held:
             self._note_lost(lease, "extend")
@@ -515,7 +501,7 @@ class Run:
             return
         log.warning("%s failed: %s", what, error)
         if isinstance(error, SchemaError):
-            with self._lock:
+            with self.lock:
                 if self.fatal is None:
                     self.fatal = error
             self.request_stop("the schema is not at head")
@@ -532,7 +518,7 @@ class Run:
             self.request_stop("unexpected error")
 
     def _note_lost(self, lease: Lease[Any], what: str) -> None:
-        with self._lock:
+        with self.lock:
             if lease.token in self._lost:
                 return
             self._lost.add(lease.token)
@@ -547,7 +533,7 @@ class Run:
 
     def _count(self, what: str, n: int = 1) -> None:
         """``n`` more of ``what`` (each told to the observer)."""
-        with self._lock:
+        with self.lock:
             self._counts[what] += n
         self._tell(what, n)
 
@@ -557,7 +543,7 @@ class Run:
             self._observer.count(what)
 
     def stats(self) -> WorkerStats:
-        with self._lock:
+        with self.lock:
             return WorkerStats(**self._counts)
 
 
@@ -569,8 +555,4 @@ def _overrides(observer: Observer, method: str) -> bool:
 
 
 def _nothing() -> None:
-    pass
-
-
-def _ignore(slots: int) -> None:
     pass
