@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from harel_sa import settlements
+from harel_sa import settlements, traces
 from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
 from harel_sa.worker.operations import Batch, Claim, Done, Operation, Sent
@@ -126,8 +126,18 @@ NOT_AWAITED = (
 )
 
 
-def outcome_of_call(handler: Callable[[Lease[Any]], object], lease: Lease[Any]) -> Outcome:
-    """What ``handler(lease)`` ended with, on a thread."""
+def outcome_of_call(
+    handler: Callable[[Lease[Any]], object], lease: Lease[Any], prefix: str
+) -> Outcome:
+    """What ``handler(lease)`` ended with, on a thread (in a ``process`` span if traced)."""
+    tracing = traces.active
+    if tracing is None:
+        return _called(handler, lease)
+    with tracing.processing(prefix, lease):
+        return _called(handler, lease)
+
+
+def _called(handler: Callable[[Lease[Any]], object], lease: Lease[Any]) -> Outcome:
     try:
         returned = handler(lease)
         # None first: what most handlers return (spares a quick handler isawaitable's cost)
@@ -140,8 +150,19 @@ def outcome_of_call(handler: Callable[[Lease[Any]], object], lease: Lease[Any]) 
     return RETURNED
 
 
-async def outcome_of_await(handler: Callable[[Lease[Any]], object], lease: Lease[Any]) -> Outcome:
-    """What ``handler(lease)`` ended with, on the loop; the worker's own cancel goes through."""
+async def outcome_of_await(
+    handler: Callable[[Lease[Any]], object], lease: Lease[Any], prefix: str
+) -> Outcome:
+    """What ``handler(lease)`` ended with, on the loop (in a ``process`` span if traced); the
+    worker's own cancel goes through."""
+    tracing = traces.active
+    if tracing is None:
+        return await _awaited(handler, lease)
+    with tracing.processing(prefix, lease):
+        return await _awaited(handler, lease)
+
+
+async def _awaited(handler: Callable[[Lease[Any]], object], lease: Lease[Any]) -> Outcome:
     try:
         returned = handler(lease)
         # A plain function ran to its end when it returned (on the loop): acked as such,
@@ -171,10 +192,10 @@ class Handle:
     outcome: Outcome = RETURNED
 
     def sync(self, d: SyncDriver) -> None:
-        self.outcome = outcome_of_call(d.handler, self.lease)
+        self.outcome = outcome_of_call(d.handler, self.lease, d.transport.prefix)
 
     async def aio(self, d: AsyncDriver) -> None:
-        self.outcome = await outcome_of_await(d.handler, self.lease)
+        self.outcome = await outcome_of_await(d.handler, self.lease, d.transport.prefix)
 
 
 @dataclass(slots=True)
@@ -204,13 +225,13 @@ class Serve:
         return True
 
     def sync(self, d: SyncDriver) -> None:
-        handler = d.handler
-        while not self.ended(outcome_of_call(handler, self.lease)):
+        handler, prefix = d.handler, d.transport.prefix
+        while not self.ended(outcome_of_call(handler, self.lease, prefix)):
             pass
 
     async def aio(self, d: AsyncDriver) -> None:
-        handler = d.handler
-        while not self.ended(await outcome_of_await(handler, self.lease)):
+        handler, prefix = d.handler, d.transport.prefix
+        while not self.ended(await outcome_of_await(handler, self.lease, prefix)):
             pass
 
 
