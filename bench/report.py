@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import ab
 import batches
 import harel_peer
 import one_cpu
@@ -253,6 +254,7 @@ REPORTS: dict[str, tuple[Report, Report]] = {
     "pooler": (pg_pooler.targets, pg_pooler.section),
     "upgrade": (lambda w: [], upgrade_locks.section),
     "outbox": (outbox.targets, outbox.section),
+    "ab": (ab.targets, ab.section),
 }
 
 

@@ -32,6 +32,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import ab  # noqa: E402
 import batches  # noqa: E402
 import charts  # noqa: E402
 import harel_peer  # noqa: E402
@@ -50,6 +51,8 @@ WORKLOADS = (
     "w1", "w2", "w3", "w4", "w5", "w6", "w7", "fast", "batch", "cpu", "harel", "pg", "pooler",
     "upgrade", "outbox",
 )  # fmt: skip
+#: Run only when asked for (``--only ab``): it needs HAREL_SA_AB_BASE.
+ON_REQUEST = ("ab",)
 W3_VARIANTS = tuple(procs.VARIANTS)
 W3_QUICK = ("plain", "handoff", "baseline")
 
@@ -110,7 +113,9 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--out", type=Path, help="where RESULTS.md and the plots go")
     parser.add_argument(
-        "--only", default=",".join(WORKLOADS), help=f"comma-separated subset of {WORKLOADS}"
+        "--only",
+        default=",".join(WORKLOADS),
+        help=f"comma-separated subset of {WORKLOADS + ON_REQUEST}",
     )
     parser.add_argument(
         "--merge",
@@ -130,7 +135,7 @@ def main(argv: list[str]) -> int:
     if args.reps < 3:
         parser.error("--reps must be at least 3: every figure is a median of three or more runs")
     only = [w.strip() for w in args.only.split(",") if w.strip()]
-    unknown = set(only) - set(WORKLOADS)
+    unknown = set(only) - set(WORKLOADS) - set(ON_REQUEST)
     if unknown:
         parser.error(f"unknown workloads: {sorted(unknown)}")
     if "cpu" in only and not one_cpu.supported():
@@ -140,7 +145,11 @@ def main(argv: list[str]) -> int:
 
     exe = os.path.relpath(sys.executable) if not sys.executable.startswith("/usr") else "python3"
     # The variables that choose what runs are part of the command (the pooler's second PgBouncer).
-    chosen = [f"{k}={os.environ[k]}" for k in ("HAREL_SA_PGBOUNCER",) if os.environ.get(k)]
+    chosen = [
+        f"{k}={os.environ[k]}"
+        for k in ("HAREL_SA_PGBOUNCER", "HAREL_SA_AB_BASE")
+        if os.environ.get(k)
+    ]
     command = shlex.join([*chosen, exe, os.path.relpath(__file__), *argv])
     env = environment(command)
     started = time.monotonic()
@@ -166,6 +175,7 @@ def main(argv: list[str]) -> int:
         "pooler": lambda: pg_pooler.run(cfg),
         "upgrade": lambda: upgrade_locks.run(cfg),
         "outbox": lambda: outbox.run(cfg),
+        "ab": lambda: ab.run(cfg),
     }
     results: dict[str, Any] = {}
     timings: dict[str, float] = {}
