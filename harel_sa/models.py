@@ -57,6 +57,9 @@ class Stats(_Frozen):
     published: int = 0
     #: Live leases per worker id.
     leases_by_worker: dict[str, int] = {}
+    #: Messages published for later and not yet due (or due, awaiting the next claim): not
+    #: counted in ``messages``.
+    scheduled: int = 0
 
 
 class QueuedMessage(_Frozen):

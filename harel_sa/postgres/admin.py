@@ -32,7 +32,8 @@ def _stats(st: Statements, clock: ClockOrServer) -> Program[Statement, Stats]:
     messages, in_flight, parked, now = (yield Query(st.counts, at)).one()
     oldest = (yield Query(st.oldest, {})).rows
     ready = (yield Query(st.oldest_ready, at)).rows
-    return rows.stats(
+    scheduled = (yield Query(st.scheduling.scheduled_count, {})).one()[0]
+    stats = rows.stats(
         rows.as_is,
         now=now,
         counts=(messages, in_flight, parked),
@@ -45,6 +46,7 @@ def _stats(st: Statements, clock: ClockOrServer) -> Program[Statement, Stats]:
         published=(yield Query(st.published, {})).one()[0],
         by_worker=(yield Query(st.by_worker, at)).rows,
     )
+    return stats.model_copy(update={"scheduled": int(scheduled)})
 
 
 def peek(

@@ -35,7 +35,11 @@ def stats(conn: sqlite3.Connection, statements: Statements, clock: Clock) -> Sta
             by_routing_key=conn.execute(statements.by_routing_key),
             published=_published(conn, statements),
             by_worker=conn.execute(statements.by_worker, {"now": now}),
-        )
+        ).model_copy(update={"scheduled": _scheduled(conn, statements)})
+
+
+def _scheduled(conn: sqlite3.Connection, statements: Statements) -> int:
+    return int(conn.execute(statements.scheduling.scheduled_count).fetchone()[0])
 
 
 def _published(conn: sqlite3.Connection, statements: Statements) -> int:
