@@ -139,7 +139,7 @@ REVISIONS: tuple[tuple[str, tuple[DDL, ...]], ...] = (
                 "    due_at REAL NOT NULL,\n"
                 "    priority INTEGER DEFAULT 0 NOT NULL,\n"
                 "    routing_key TEXT,\n"
-                "    key TEXT\n"
+                "    message_key TEXT\n"
                 ")"
             ),
             DDL(
@@ -148,15 +148,15 @@ REVISIONS: tuple[tuple[str, tuple[DDL, ...]], ...] = (
             ),
             DDL(
                 "CREATE INDEX IF NOT EXISTS {p}_transport_scheduled_by_key "
-                "ON {p}_transport_scheduled (key) WHERE key IS NOT NULL"
+                "ON {p}_transport_scheduled (message_key) WHERE message_key IS NOT NULL"
             ),
             DDL(
-                "ALTER TABLE {p}_transport_messages ADD COLUMN key TEXT",
-                unless_column=("{p}_transport_messages", "key"),
+                "ALTER TABLE {p}_transport_messages ADD COLUMN message_key TEXT",
+                unless_column=("{p}_transport_messages", "message_key"),
             ),
             DDL(
                 "CREATE INDEX IF NOT EXISTS {p}_transport_messages_by_key "
-                "ON {p}_transport_messages (key) WHERE key IS NOT NULL"
+                "ON {p}_transport_messages (message_key) WHERE message_key IS NOT NULL"
             ),
         ),
     ),
@@ -287,17 +287,17 @@ POSTGRESQL_REVISIONS: tuple[tuple[str, tuple[OnlineStep, ...]], ...] = (
                 "    due_at DOUBLE PRECISION NOT NULL,\n"
                 "    priority BIGINT DEFAULT 0 NOT NULL,\n"
                 "    routing_key TEXT,\n"
-                "    key TEXT,\n"
+                "    message_key TEXT,\n"
                 "    PRIMARY KEY (seq)\n"
                 ")",
                 "CREATE INDEX IF NOT EXISTS {p}_transport_scheduled_by_due ON "
                 "{p}_transport_scheduled (due_at, seq)",
                 "CREATE INDEX IF NOT EXISTS {p}_transport_scheduled_by_key ON "
-                "{p}_transport_scheduled (key) WHERE key IS NOT NULL",
+                "{p}_transport_scheduled (message_key) WHERE message_key IS NOT NULL",
             ),
-            "ALTER TABLE {p}_transport_messages ADD COLUMN IF NOT EXISTS key TEXT",
+            "ALTER TABLE {p}_transport_messages ADD COLUMN IF NOT EXISTS message_key TEXT",
             "CREATE INDEX CONCURRENTLY IF NOT EXISTS {p}_transport_messages_by_key ON "
-            "{p}_transport_messages (key) WHERE key IS NOT NULL",
+            "{p}_transport_messages (message_key) WHERE message_key IS NOT NULL",
         ),
     ),
 )

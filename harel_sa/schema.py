@@ -183,7 +183,7 @@ def _schema(prefix: str) -> Schema:
         Column("lock_expiry", TIME),
         Column("deliveries", COUNT, nullable=False, server_default=text("0")),
         Column("enqueued_at", TIME),  # when harel_sa's publish committed it; NULL from others
-        Column("key", Text),  # at most one waiting message per key (0007); NULL: no key
+        Column("message_key", Text),  # at most one waiting message per key (0007); NULL: no key
         sqlite_autoincrement=True,
     )
     groups = Table(
@@ -218,25 +218,26 @@ def _schema(prefix: str) -> Schema:
         Column("due_at", TIME, nullable=False),
         Column("priority", COUNT, nullable=False, server_default=text("0")),
         Column("routing_key", Text),
-        Column("key", Text),
+        Column("message_key", Text),
         sqlite_autoincrement=True,
     )
     # The due ones first: a claim's probe is one step of this index, however many wait.
     # SQLite's entries end with the rowid (the seq); PostgreSQL's name it.
     Index(names.scheduled_by_due, scheduled.c.due_at, info=SQLITE_ONLY).ddl_if(dialect="sqlite")
+    Index(names.scheduled_by_due, scheduled.c.due_at, scheduled.c.seq, info=POSTGRESQL_ONLY).ddl_if(
+        dialect="postgresql"
+    )
     Index(
-        names.scheduled_by_due, scheduled.c.due_at, scheduled.c.seq, info=POSTGRESQL_ONLY
-    ).ddl_if(dialect="postgresql")
-    keyed = {
-        "sqlite_where": scheduled.c.key.isnot(None),
-        "postgresql_where": scheduled.c.key.isnot(None),
-    }
-    Index(names.scheduled_by_key, scheduled.c.key, **keyed)
+        names.scheduled_by_key,
+        scheduled.c.message_key,
+        sqlite_where=scheduled.c.message_key.isnot(None),
+        postgresql_where=scheduled.c.message_key.isnot(None),
+    )
     Index(
         names.messages_by_key,
-        messages.c.key,
-        sqlite_where=messages.c.key.isnot(None),
-        postgresql_where=messages.c.key.isnot(None),
+        messages.c.message_key,
+        sqlite_where=messages.c.message_key.isnot(None),
+        postgresql_where=messages.c.message_key.isnot(None),
     )
     # The round-robin order, ties in arrival order: SQLite's index entries end with the rowid;
     # PostgreSQL's must name the arrival column.

@@ -1,17 +1,11 @@
-"""PostgreSQL's statements and programs for scheduled and keyed messages (issue 44).
+"""PostgreSQL's statements and programs for scheduled and keyed messages.
 
-A scheduled message waits in the scheduled table until a claim finds one due: the claim's
-statement says so (a probe of ``scheduled_by_due``), and the claim then runs :func:`promote`,
-one statement that moves every due message (``FOR UPDATE SKIP LOCKED``) to its group's tail
-in due order, the group row upserted as a publish does. One promotion runs at a time per prefix
-(``pg_try_advisory_xact_lock``): two claimers promoting at once could otherwise commit later
-messages of a group before earlier ones. "Now" is the server's unless the transport has a
-clock, as for leases.
-
-A keyed publish (and a cancel) takes ``pg_advisory_xact_lock`` on a hash of (prefix, key)
-first, then looks for the waiting message in a fresh statement: publishes of one key from any
-number of sessions take turns, so one key never gets two waiting messages from them (a unique
-index cannot span the two tables).
+A claim's statement says whether a scheduled message is due; the claim then runs
+:func:`promote`, one statement moving every due message to its group's tail in due order, one
+promotion per prefix at a time (``pg_try_advisory_xact_lock``), "now" the server's. A keyed
+publish or cancel takes ``pg_advisory_xact_lock`` on a hash of (prefix, key), then looks in a
+fresh statement: publishes of one key take turns, so a key never gets two waiting messages
+from them (a unique index cannot span the two tables).
 """
 
 from __future__ import annotations

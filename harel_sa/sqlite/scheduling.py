@@ -1,14 +1,10 @@
-"""SQLite's statements and programs for scheduled and keyed messages (issue 44), one prefix.
+"""SQLite's statements and programs for scheduled and keyed messages, one prefix.
 
-A scheduled message waits in the scheduled table, apart from its group, until a claim finds it
-due (:func:`promote`): then, in the claim's own transaction, every due message goes to the tail
-of its group in due order (its group row made as a publish makes it). A keyed publish looks for
-the waiting message with its key (queued and not leased or parked, or scheduled) under the
-write lock its transaction holds, so two publishes of one key never both write.
-
-The programs (:func:`schedule`, :func:`publish_keyed`, :func:`cancel`) yield ``named``
-statements with their parameters: the transports run them on their connection
-(:func:`run`), the outbox on the application's.
+A scheduled message waits in the scheduled table until a claim finds it due (:func:`promote`):
+then, in the claim's transaction, every due message goes to its group's tail in due order. A
+keyed publish looks for the waiting message with its key (queued and free, or scheduled) under
+its transaction's write lock, so two publishes of one key never both write. The programs yield
+``named`` statements: the transports run them (:func:`run`), the outbox on the app's connection.
 """
 
 from __future__ import annotations

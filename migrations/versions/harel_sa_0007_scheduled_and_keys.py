@@ -1,4 +1,4 @@
-"""Scheduled messages and keyed messages: the scheduled table and ``key`` on messages.
+"""Scheduled messages and keyed messages: the scheduled table and messages.message_key.
 
 Revision ID: harel_sa_0007
 Revises: harel_sa_0006
@@ -6,7 +6,8 @@ Create Date: 2026-12-05
 
 A message published with a delay (or a due time) waits in ``<prefix>_transport_scheduled``,
 apart from the queue, so it holds up no group and costs a claim one probe of
-``scheduled_by_due``; claims move the due ones to their groups' tails. ``key`` (on both tables,
+``scheduled_by_due``; claims move the due ones to their groups' tails. ``message_key``
+(on both tables,
 NULL for every row written before or by other programs) names a message of which at most one
 waits per prefix; ``messages_by_key`` and ``scheduled_by_key`` index only keyed rows.
 
@@ -214,7 +215,7 @@ def _scheduled_table(p: str, seq: str, time_type: str, count: str) -> str:
         f"    due_at {time_type} NOT NULL,\n"
         f"    priority {count} DEFAULT 0 NOT NULL,\n"
         "    routing_key TEXT,\n"
-        "    key TEXT" + (",\n    PRIMARY KEY (seq)\n)" if "IDENTITY" in seq else "\n)")
+        "    message_key TEXT" + (",\n    PRIMARY KEY (seq)\n)" if "IDENTITY" in seq else "\n)")
     )
 
 
@@ -229,11 +230,11 @@ def upgrade() -> None:
                 f"CREATE INDEX IF NOT EXISTS {p}_transport_scheduled_by_due "
                 f"ON {p}_transport_scheduled (due_at, seq)",
                 f"CREATE INDEX IF NOT EXISTS {p}_transport_scheduled_by_key "
-                f"ON {p}_transport_scheduled (key) WHERE key IS NOT NULL",
+                f"ON {p}_transport_scheduled (message_key) WHERE message_key IS NOT NULL",
             ),
-            f"ALTER TABLE {p}_transport_messages ADD COLUMN IF NOT EXISTS key TEXT",
+            f"ALTER TABLE {p}_transport_messages ADD COLUMN IF NOT EXISTS message_key TEXT",
             f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {p}_transport_messages_by_key "
-            f"ON {p}_transport_messages (key) WHERE key IS NOT NULL",
+            f"ON {p}_transport_messages (message_key) WHERE message_key IS NOT NULL",
         )
         return
     op.execute(_scheduled_table(p, "INTEGER PRIMARY KEY AUTOINCREMENT", "REAL", "INTEGER"))
@@ -243,14 +244,14 @@ def upgrade() -> None:
     )
     op.execute(
         f"CREATE INDEX IF NOT EXISTS {p}_transport_scheduled_by_key "
-        f"ON {p}_transport_scheduled (key) WHERE key IS NOT NULL"
+        f"ON {p}_transport_scheduled (message_key) WHERE message_key IS NOT NULL"
     )
     present = _columns(f"{p}_transport_messages")
-    if present is None or "key" not in present:
-        op.execute(f"ALTER TABLE {p}_transport_messages ADD COLUMN key TEXT")
+    if present is None or "message_key" not in present:
+        op.execute(f"ALTER TABLE {p}_transport_messages ADD COLUMN message_key TEXT")
     op.execute(
         f"CREATE INDEX IF NOT EXISTS {p}_transport_messages_by_key "
-        f"ON {p}_transport_messages (key) WHERE key IS NOT NULL"
+        f"ON {p}_transport_messages (message_key) WHERE message_key IS NOT NULL"
     )
 
 
@@ -266,20 +267,20 @@ def downgrade() -> None:
     _refuse_to_destroy(
         p,
         f"{p}_transport_messages",
-        "key IS NOT NULL",
+        "message_key IS NOT NULL",
         "message key(s) (keyed messages would stay, their keys lost)",
     )
     if _dialect() == "postgresql":
         _online(
             f"DROP INDEX CONCURRENTLY IF EXISTS {p}_transport_messages_by_key",
-            f"ALTER TABLE {p}_transport_messages DROP COLUMN IF EXISTS key",
+            f"ALTER TABLE {p}_transport_messages DROP COLUMN IF EXISTS message_key",
             f"DROP TABLE IF EXISTS {p}_transport_scheduled",
         )
         return
     op.execute(f"DROP INDEX IF EXISTS {p}_transport_messages_by_key")
     present = _columns(f"{p}_transport_messages")
-    if present is None or "key" in present:
-        op.execute(f"ALTER TABLE {p}_transport_messages DROP COLUMN key")
+    if present is None or "message_key" in present:
+        op.execute(f"ALTER TABLE {p}_transport_messages DROP COLUMN message_key")
     op.execute(f"DROP INDEX IF EXISTS {p}_transport_scheduled_by_key")
     op.execute(f"DROP INDEX IF EXISTS {p}_transport_scheduled_by_due")
     op.execute(f"DROP TABLE IF EXISTS {p}_transport_scheduled")

@@ -17,19 +17,19 @@ CREATE TABLE IF NOT EXISTS harel_transport_scheduled (
     due_at DOUBLE PRECISION NOT NULL,
     priority BIGINT DEFAULT 0 NOT NULL,
     routing_key TEXT,
-    key TEXT,
+    message_key TEXT,
     PRIMARY KEY (seq)
 );
 
 CREATE INDEX IF NOT EXISTS harel_transport_scheduled_by_due ON harel_transport_scheduled (due_at, seq);
 
-CREATE INDEX IF NOT EXISTS harel_transport_scheduled_by_key ON harel_transport_scheduled (key) WHERE key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS harel_transport_scheduled_by_key ON harel_transport_scheduled (message_key) WHERE message_key IS NOT NULL;
 
 COMMIT;
 
-ALTER TABLE harel_transport_messages ADD COLUMN IF NOT EXISTS key TEXT;
+ALTER TABLE harel_transport_messages ADD COLUMN IF NOT EXISTS message_key TEXT;
 
-CREATE INDEX CONCURRENTLY IF NOT EXISTS harel_transport_messages_by_key ON harel_transport_messages (key) WHERE key IS NOT NULL;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS harel_transport_messages_by_key ON harel_transport_messages (message_key) WHERE message_key IS NOT NULL;
 
 RESET lock_timeout;
 

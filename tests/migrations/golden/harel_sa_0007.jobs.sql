@@ -9,16 +9,16 @@ CREATE TABLE IF NOT EXISTS jobs_transport_scheduled (
     due_at REAL NOT NULL,
     priority INTEGER DEFAULT 0 NOT NULL,
     routing_key TEXT,
-    key TEXT
+    message_key TEXT
 );
 
 CREATE INDEX IF NOT EXISTS jobs_transport_scheduled_by_due ON jobs_transport_scheduled (due_at);
 
-CREATE INDEX IF NOT EXISTS jobs_transport_scheduled_by_key ON jobs_transport_scheduled (key) WHERE key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_transport_scheduled_by_key ON jobs_transport_scheduled (message_key) WHERE message_key IS NOT NULL;
 
-ALTER TABLE jobs_transport_messages ADD COLUMN key TEXT;
+ALTER TABLE jobs_transport_messages ADD COLUMN message_key TEXT;
 
-CREATE INDEX IF NOT EXISTS jobs_transport_messages_by_key ON jobs_transport_messages (key) WHERE key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_transport_messages_by_key ON jobs_transport_messages (message_key) WHERE message_key IS NOT NULL;
 
 UPDATE jobs_transport_alembic_version SET version_num='harel_sa_0007' WHERE jobs_transport_alembic_version.version_num = 'harel_sa_0006';
 
