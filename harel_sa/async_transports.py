@@ -282,9 +282,11 @@ class AsyncTransport(Generic[E]):
         """As :meth:`SqliteTransport.stats <harel_sa.SqliteTransport.stats>`."""
         return await self._run(self._binder.stats())
 
-    async def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
+    async def peek(
+        self, group_id: str | None = None, limit: int = 10, *, scheduled: bool = False
+    ) -> list[QueuedMessage]:
         """As :meth:`SqliteTransport.peek <harel_sa.SqliteTransport.peek>`."""
-        return await self._run(self._binder.peek(group_id, limit))
+        return await self._run(self._binder.peek(group_id, limit, scheduled))
 
     async def release(self, group_id: str | None = None) -> int:
         """As :meth:`SqliteTransport.release <harel_sa.SqliteTransport.release>`."""

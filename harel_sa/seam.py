@@ -229,7 +229,9 @@ class Backend(Protocol):
     def extend(self, lease: Lease[Any], visibility: float) -> Bound[bool]: ...
     def dead_letter(self, lease: Lease[Any], reason: str) -> Bound[bool]: ...
     def stats(self) -> Bound[Stats]: ...
-    def peek(self, group_id: str | None, limit: int) -> Bound[list[QueuedMessage]]: ...
+    def peek(
+        self, group_id: str | None, limit: int, scheduled: bool = False
+    ) -> Bound[list[QueuedMessage]]: ...
     def release(self, group_id: str | None) -> Bound[int]: ...
     def purge(self, group_id: str) -> Bound[int]: ...
     def dead(
@@ -422,8 +424,14 @@ class Binder(Generic[E]):
     def stats(self) -> Bound[Stats]:
         return self.backend.stats()
 
-    def peek(self, group_id: object, limit: object) -> Bound[list[QueuedMessage]]:
-        return self.backend.peek(validate.group_filter(group_id), validate.limit(limit))
+    def peek(
+        self, group_id: object, limit: object, scheduled: object = False
+    ) -> Bound[list[QueuedMessage]]:
+        if not isinstance(scheduled, bool):
+            raise InvalidArgumentTypeError(
+                f"scheduled must be a bool, not {type(scheduled).__name__}"
+            )
+        return self.backend.peek(validate.group_filter(group_id), validate.limit(limit), scheduled)
 
     def release(self, group_id: object) -> Bound[int]:
         return self.backend.release(validate.group_filter(group_id))

@@ -326,10 +326,14 @@ class Transport(Generic[E]):
         it out of ``oldest_age``."""
         return self._run(self._binder.stats())
 
-    def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
+    def peek(
+        self, group_id: str | None = None, limit: int = 10, *, scheduled: bool = False
+    ) -> list[QueuedMessage]:
         """The next ``limit`` messages of ``group_id`` (or of the whole queue, oldest first),
-        with their state, without claiming them."""
-        return self._run(self._binder.peek(group_id, limit))
+        with their state, without claiming them. With ``scheduled``, the scheduled messages
+        follow (state ``"scheduled"``, earliest due first, ``due_at`` their due time), within
+        the same ``limit``."""
+        return self._run(self._binder.peek(group_id, limit, scheduled))
 
     def release(self, group_id: str | None = None) -> int:
         """End the park of parked messages (of ``group_id``, or all) now; returns how many."""

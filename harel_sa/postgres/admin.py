@@ -50,20 +50,29 @@ def _stats(st: Statements, clock: ClockOrServer) -> Program[Statement, Stats]:
 
 
 def peek(
-    statements: Statements, clock: ClockOrServer, group_id: str | None, limit: int
+    statements: Statements,
+    clock: ClockOrServer,
+    group_id: str | None,
+    limit: int,
+    scheduled: bool = False,
 ) -> Op[list[QueuedMessage]]:
     no_nul("group_id", group_id)
-    return Op(partial(_peek, statements, clock, group_id, limit), retry_safe=True)
+    begin = BEGIN_SNAPSHOT if scheduled else None
+    return Op(partial(_peek, statements, clock, group_id, limit, scheduled), begin, retry_safe=True)
 
 
 def _peek(
-    st: Statements, clock: ClockOrServer, group_id: str | None, limit: int
+    st: Statements, clock: ClockOrServer, group_id: str | None, limit: int, scheduled: bool
 ) -> Program[Statement, list[QueuedMessage]]:
     found = yield Query(st.peek, {"group_id": group_id, "limit": limit, "now": now_param(clock)})
-    return rows.queued(
+    queued = rows.queued(
         rows.as_is,
         [(*row[:6], _live(row[3], rows.expiry_of(row[4]), row[6]), row[7]) for row in found.rows],
     )
+    if scheduled and len(queued) < limit:
+        more = {"group_id": group_id, "limit": limit - len(queued)}
+        queued += rows.scheduled(rows.as_is, (yield Query(st.scheduling.peek, more)).rows)
+    return queued
 
 
 def _live(locked_by: str | None, expiry: float | None, now: float) -> bool:

@@ -79,8 +79,10 @@ class PostgresBackend:
     def stats(self) -> Op[Stats]:
         return admin.stats(self.statements, self.clock)
 
-    def peek(self, group_id: str | None, limit: int) -> Op[list[QueuedMessage]]:
-        return admin.peek(self.statements, self.clock, group_id, limit)
+    def peek(
+        self, group_id: str | None, limit: int, scheduled: bool = False
+    ) -> Op[list[QueuedMessage]]:
+        return admin.peek(self.statements, self.clock, group_id, limit, scheduled)
 
     def release(self, group_id: str | None) -> Op[int]:
         return admin.release(self.statements, self.clock, group_id)

@@ -129,9 +129,18 @@ class SqliteBackend:
     def stats(self) -> SqliteCall[Stats]:
         return SqliteCall(admin.stats, statements=self.statements, clock=self.clock)
 
-    def peek(self, group_id: str | None, limit: int) -> SqliteCall[list[QueuedMessage]]:
+    def peek(
+        self, group_id: str | None, limit: int, scheduled: bool = False
+    ) -> SqliteCall[list[QueuedMessage]]:
         st, clock = self.statements, self.clock
-        return SqliteCall(admin.peek, statements=st, clock=clock, group_id=group_id, limit=limit)
+        return SqliteCall(
+            admin.peek,
+            statements=st,
+            clock=clock,
+            group_id=group_id,
+            limit=limit,
+            scheduled=scheduled,
+        )
 
     def release(self, group_id: str | None) -> SqliteCall[int]:
         st, clock = self.statements, self.clock

@@ -200,3 +200,21 @@ def test_bad_time_and_key_options_raise_before_anything_is_written(
     assert stats.messages == 0 and stats.scheduled == 0
     with pytest.raises(InvalidArgumentTypeError):
         q.cancel(None)
+
+
+def test_peek_shows_scheduled_messages_with_their_due_time(
+    open_queue: OpenQueue, db: str, clock: FakeClock
+) -> None:
+    q = open_queue(db, clock=clock)
+    q.publish("g", ev("now"))
+    q.publish("g", ev("late"), delay=20)
+    q.publish("h", ev("soon"), delay=10)
+    assert [m.state for m in q.peek()] == ["ready"]  # by default, the queue alone
+    shown = q.peek(scheduled=True)
+    assert [(m.state, m.group_id, m.due_at) for m in shown] == [
+        ("ready", "g", None),
+        ("scheduled", "h", clock.now + 10),
+        ("scheduled", "g", clock.now + 20),
+    ]
+    assert [m.group_id for m in q.peek("g", 5, scheduled=True)] == ["g", "g"]
+    assert len(q.peek(None, 2, scheduled=True)) == 2
