@@ -9,8 +9,9 @@ running handler's own lease to :mod:`~harel_sa.settlements`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Literal, Self, TypeVar
 
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -76,15 +77,32 @@ class AsyncTransport(Generic[E]):
         priority: int = 0,
         routing_key: str | None = None,
         *,
+        delay: float | None = None,
+        not_before: datetime | float | None = None,
+        key: str | None = None,
+        on_key: Literal["keep", "replace"] = "keep",
         connection: AsyncConnection | AsyncSession | None = None,
-    ) -> None:
-        """As :meth:`SqliteTransport.publish <harel_sa.SqliteTransport.publish>`;
-        ``connection``: the application's ``AsyncConnection`` or ``AsyncSession``."""
+    ) -> bool:
+        """As :meth:`SqliteTransport.publish <harel_sa.SqliteTransport.publish>` (scheduled,
+        keyed, its result); ``connection``: the application's ``AsyncConnection`` or
+        ``AsyncSession``."""
         if connection is not None:
             outbox = await self.outbox()
-            await outbox.publish(connection, group_id, event, priority, routing_key)
-            return
-        await self._run(self._binder.publish(group_id, event, priority, routing_key))
+            return await outbox.publish(
+                connection,
+                group_id,
+                event,
+                priority,
+                routing_key,
+                delay=delay,
+                not_before=not_before,
+                key=key,
+                on_key=on_key,
+            )
+        bound = self._binder.publish(
+            group_id, event, priority, routing_key, delay, not_before, key, on_key
+        )
+        return (await self._run(bound)) is not False
 
     @traces.traced_async("publish_many")
     async def publish_many(
@@ -93,14 +111,33 @@ class AsyncTransport(Generic[E]):
         *,
         priority: int = 0,
         routing_key: str | None = None,
+        delay: float | None = None,
+        not_before: datetime | float | None = None,
         connection: AsyncConnection | AsyncSession | None = None,
     ) -> None:
         """As :meth:`SqliteTransport.publish_many <harel_sa.SqliteTransport.publish_many>`."""
         if connection is not None:
             outbox = await self.outbox()
-            await outbox.publish_many(connection, items, priority=priority, routing_key=routing_key)
+            await outbox.publish_many(
+                connection,
+                items,
+                priority=priority,
+                routing_key=routing_key,
+                delay=delay,
+                not_before=not_before,
+            )
             return
-        await self._run(self._binder.publish_many(items, priority, routing_key))
+        await self._run(self._binder.publish_many(items, priority, routing_key, delay, not_before))
+
+    @traces.traced_async("cancel")
+    async def cancel(
+        self, key: str, *, connection: AsyncConnection | AsyncSession | None = None
+    ) -> bool:
+        """As :meth:`SqliteTransport.cancel <harel_sa.SqliteTransport.cancel>`."""
+        if connection is not None:
+            outbox = await self.outbox()
+            return await outbox.cancel(connection, key)
+        return await self._run(self._binder.cancel(key))
 
     @traces.traced_async("claim")
     async def claim(
@@ -245,9 +282,11 @@ class AsyncTransport(Generic[E]):
         """As :meth:`SqliteTransport.stats <harel_sa.SqliteTransport.stats>`."""
         return await self._run(self._binder.stats())
 
-    async def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
+    async def peek(
+        self, group_id: str | None = None, limit: int = 10, *, scheduled: bool = False
+    ) -> list[QueuedMessage]:
         """As :meth:`SqliteTransport.peek <harel_sa.SqliteTransport.peek>`."""
-        return await self._run(self._binder.peek(group_id, limit))
+        return await self._run(self._binder.peek(group_id, limit, scheduled))
 
     async def release(self, group_id: str | None = None) -> int:
         """As :meth:`SqliteTransport.release <harel_sa.SqliteTransport.release>`."""

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 #: A queued message's state, as a claim would see it now.
-MessageState = Literal["ready", "leased", "parked"]
+MessageState = Literal["ready", "leased", "parked", "scheduled"]
 
 
 class _Frozen(BaseModel):
@@ -57,6 +57,9 @@ class Stats(_Frozen):
     published: int = 0
     #: Live leases per worker id.
     leases_by_worker: dict[str, int] = {}
+    #: Messages published for later and not yet due (or due, awaiting the next claim): not
+    #: counted in ``messages``.
+    scheduled: int = 0
 
 
 class QueuedMessage(_Frozen):
@@ -77,6 +80,9 @@ class QueuedMessage(_Frozen):
     #: When it was enqueued (published or requeued), in epoch seconds; for a row another
     #: program wrote, when its event says it was created on SQLite; ``None`` when unknown.
     enqueued_at: float | None = None
+    #: A scheduled message's due time (epoch seconds; state ``"scheduled"``, its ``seq`` the
+    #: scheduled table's own until a claim moves it to its group); ``None`` for the others.
+    due_at: float | None = None
 
 
 class DeadMessage(_Frozen):

@@ -12,6 +12,7 @@ no connection of its own."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Any, Generic
 
 from pydantic import BaseModel
@@ -30,7 +31,7 @@ from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Event, Lease
 from harel_sa.outbox_plans import Clauses, Plan, adrive, drive, plan_for, sync_executor
 from harel_sa.schema import DEFAULT_PREFIX, Names
-from harel_sa.seam import Query, message_row, message_rows
+from harel_sa.seam import Query, message_row, message_rows, publish_due
 
 
 class Outbox(Generic[E]):
@@ -72,10 +73,30 @@ class Outbox(Generic[E]):
         event: BaseModel,
         priority: int = 0,
         routing_key: str | None = None,
-    ) -> None:
-        """Append ``event`` to ``group_id``'s queue in ``connection``'s transaction."""
-        row = message_row(self.event_type, group_id, event, priority, routing_key)
-        self._run(connection, lambda plan: plan.publish([row]))
+        *,
+        delay: float | None = None,
+        not_before: datetime | float | None = None,
+        key: str | None = None,
+        on_key: str = "keep",
+    ) -> bool:
+        """Append ``event`` to ``group_id``'s queue in ``connection``'s transaction; the
+        options and the result as the transports' ``publish``."""
+        return bool(
+            self._run(
+                connection,
+                _publishing(
+                    self.event_type,
+                    group_id,
+                    event,
+                    priority,
+                    routing_key,
+                    delay,
+                    not_before,
+                    key,
+                    on_key,
+                ),
+            )
+        )
 
     @traces.traced("publish_many")
     def publish_many(
@@ -85,10 +106,21 @@ class Outbox(Generic[E]):
         *,
         priority: int = 0,
         routing_key: str | None = None,
+        delay: float | None = None,
+        not_before: datetime | float | None = None,
     ) -> None:
         """Publish every ``(group_id, event)`` pair in ``connection``'s transaction."""
-        rows = message_rows(self.event_type, items, priority, routing_key)
-        self._run(connection, lambda plan: plan.publish(rows))
+        self._run(
+            connection,
+            _publishing_many(self.event_type, items, priority, routing_key, delay, not_before),
+        )
+
+    @traces.traced("cancel")
+    def cancel(self, connection: Connection | Session, key: str) -> bool:
+        """Delete the waiting message with ``key`` in ``connection``'s transaction; whether
+        there was one."""
+        checked = _key(key)
+        return bool(self._run(connection, lambda plan: plan.cancel(checked)))
 
     @traces.traced("ack")
     def ack(self, connection: Connection | Session, lease: Lease[E]) -> bool:
@@ -162,9 +194,28 @@ class AsyncOutbox(Outbox[E]):
         event: BaseModel,
         priority: int = 0,
         routing_key: str | None = None,
-    ) -> None:
-        row = message_row(self.event_type, group_id, event, priority, routing_key)
-        await self._arun(connection, lambda plan: plan.publish([row]))
+        *,
+        delay: float | None = None,
+        not_before: datetime | float | None = None,
+        key: str | None = None,
+        on_key: str = "keep",
+    ) -> bool:
+        return bool(
+            await self._arun(
+                connection,
+                _publishing(
+                    self.event_type,
+                    group_id,
+                    event,
+                    priority,
+                    routing_key,
+                    delay,
+                    not_before,
+                    key,
+                    on_key,
+                ),
+            )
+        )
 
     @traces.traced_async("publish_many")
     async def publish_many(  # type: ignore[override]
@@ -174,9 +225,20 @@ class AsyncOutbox(Outbox[E]):
         *,
         priority: int = 0,
         routing_key: str | None = None,
+        delay: float | None = None,
+        not_before: datetime | float | None = None,
     ) -> None:
-        rows = message_rows(self.event_type, items, priority, routing_key)
-        await self._arun(connection, lambda plan: plan.publish(rows))
+        await self._arun(
+            connection,
+            _publishing_many(self.event_type, items, priority, routing_key, delay, not_before),
+        )
+
+    @traces.traced_async("cancel")
+    async def cancel(  # type: ignore[override]
+        self, connection: AsyncConnection | AsyncSession, key: str
+    ) -> bool:
+        checked = _key(key)
+        return bool(await self._arun(connection, lambda plan: plan.cancel(checked)))
 
     @traces.traced_async("ack")
     async def ack(  # type: ignore[override]
@@ -216,6 +278,57 @@ class AsyncOutbox(Outbox[E]):
             await adrive(self._check(plan), conn)
             info[self._checked(plan)] = True
         return await adrive(make(plan), conn)
+
+
+def _publishing(
+    event_type: type[BaseModel],
+    group_id: object,
+    event: object,
+    priority: object,
+    routing_key: object,
+    delay: object,
+    not_before: object,
+    key: object,
+    on_key: object,
+) -> Callable[[Plan], Clauses]:
+    """A publish's program, its arguments checked as the transports' :class:`Binder` checks
+    them; it returns ``False`` only when a waiting keyed message took the publish."""
+    row = message_row(event_type, group_id, event, priority, routing_key)
+    due = publish_due(delay, not_before)
+    keyed = validate.key(key)
+    replace = validate.on_key(on_key)
+    if keyed is not None:
+        return lambda plan: plan.publish_keyed(row, due, keyed, replace)
+    if due is None:
+        return lambda plan: _written(plan.publish([row]))
+    return lambda plan: _written(plan.schedule([row], due))
+
+
+def _publishing_many(
+    event_type: type[BaseModel],
+    items: object,
+    priority: object,
+    routing_key: object,
+    delay: object,
+    not_before: object,
+) -> Callable[[Plan], Clauses]:
+    due = publish_due(delay, not_before)
+    rows = message_rows(event_type, items, priority, routing_key)
+    if due is None:
+        return lambda plan: plan.publish(rows)
+    return lambda plan: plan.schedule(rows, due)
+
+
+def _written(program: Clauses) -> Clauses:
+    yield from program
+    return True
+
+
+def _key(key: object) -> str:
+    checked = validate.key(key)
+    if checked is None:
+        raise InvalidArgumentTypeError("key must be a str, not NoneType")
+    return checked
 
 
 def sqlite_transactions(engine: Engine | AsyncEngine, *, busy_timeout: float = 5.0) -> None:

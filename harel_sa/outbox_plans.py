@@ -18,7 +18,7 @@ from harel_sa.errors import InvalidArgumentError
 from harel_sa.events import Lease
 from harel_sa.rules import MAX_ERROR
 from harel_sa.schema import Names
-from harel_sa.seam import Program, Query, Result, Row
+from harel_sa.seam import Due, Program, Query, Result, Row
 
 #: A write of the outbox, as a program of ``text()`` statements.
 Clauses = Program[TextClause, Any]
@@ -73,6 +73,15 @@ class Plan:
     def publish(self, rows: list[Row]) -> Clauses:
         raise NotImplementedError
 
+    def schedule(self, rows: list[Row], due: Due) -> Clauses:
+        raise NotImplementedError
+
+    def publish_keyed(self, row: Row, due: Due | None, key: str, replace: bool) -> Clauses:
+        raise NotImplementedError
+
+    def cancel(self, key: str) -> Clauses:
+        raise NotImplementedError
+
     def ack(self, lease: Lease[Any]) -> Clauses:
         raise NotImplementedError
 
@@ -110,7 +119,10 @@ def plan_for(names: Names, dialect: str, clock: Callable[[], float] | None) -> P
 
 class SqlitePlan(Plan):
     def __init__(self, names: Names, clock: Callable[[], float]) -> None:
+        from harel_sa.sqlite import scheduling
         from harel_sa.sqlite.statements import statements_for
+
+        self.sched = scheduling
 
         st = statements_for(names)
         self.clock = clock
@@ -132,6 +144,7 @@ class SqlitePlan(Plan):
             }.items()
         }
         self.st = named
+        self.scheduling = st.scheduling
         self.settings = text("SELECT * FROM pragma_synchronous, pragma_journal_mode")
         self.identity = text("SELECT file FROM pragma_database_list WHERE name = 'main'")
 
@@ -145,6 +158,25 @@ class SqlitePlan(Plan):
                 self.st["insert_group"],
                 {"group_id": group_id, "priority": priority, "routing_key": routing_key},
             )
+
+    def _clauses(self, program: Program[Any, Any]) -> Clauses:
+        """A program of the transports' compiled statements, as their ``text()`` constructs."""
+        try:
+            query = next(program)
+            while True:
+                query = program.send((yield Query(query.statement.clause, query.params)))
+        except StopIteration as done:
+            return done.value
+
+    def schedule(self, rows: list[Row], due: Due) -> Clauses:
+        return self._clauses(self.sched.schedule(self.scheduling, self.clock(), rows, due))
+
+    def publish_keyed(self, row: Row, due: Due | None, key: str, replace: bool) -> Clauses:
+        program = self.sched.publish_keyed(self.scheduling, self.clock(), row, due, key, replace)
+        return self._clauses(program)
+
+    def cancel(self, key: str) -> Clauses:
+        return self._clauses(self.sched.cancel(self.scheduling, key))
 
     def ack(self, lease: Lease[Any]) -> Clauses:
         fence = {"seq": lease.seq, "locked_by": lease.locked_by}
@@ -190,10 +222,11 @@ class PostgresPlan(Plan):
     the ``text()`` construct its ``$n`` form was compiled from."""
 
     def __init__(self, names: Names, clock: Callable[[], float] | None) -> None:
-        from harel_sa.postgres import operations
+        from harel_sa.postgres import operations, scheduling
         from harel_sa.postgres.statements import IDENTITY, statements_for
 
         self.ops = operations
+        self.sched = scheduling
         self.clock = clock
         self.st = statements_for(names, clock is None)
         self.identity = text(IDENTITY)
@@ -215,6 +248,15 @@ class PostgresPlan(Plan):
 
     def publish(self, rows: list[Row]) -> Clauses:
         return self._program(self.ops.publish(self.st, self.clock, rows))
+
+    def schedule(self, rows: list[Row], due: Due) -> Clauses:
+        return self._program(self.sched.schedule(self.st, self.clock, rows, due))
+
+    def publish_keyed(self, row: Row, due: Due | None, key: str, replace: bool) -> Clauses:
+        return self._program(self.sched.publish_keyed(self.st, self.clock, row, due, key, replace))
+
+    def cancel(self, key: str) -> Clauses:
+        return self._program(self.sched.cancel(self.st, key))
 
     def ack(self, lease: Lease[Any]) -> Clauses:
         return self._program(self.ops.ack(self.st, lease))

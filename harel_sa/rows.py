@@ -112,6 +112,23 @@ def queued(text: Text, rows: Rows) -> list[QueuedMessage]:
     ]
 
 
+def scheduled(text: Text, rows: Rows) -> list[QueuedMessage]:
+    """Rows of ``(seq, group, event, due_at)`` of the scheduled table."""
+    return [
+        QueuedMessage(
+            seq=seq,
+            group_id=text(group) or "",
+            event=text(event) or "",
+            state="scheduled",
+            locked_by=None,
+            lock_expiry=None,
+            deliveries=0,
+            due_at=due,
+        )
+        for seq, group, event, due in rows
+    ]
+
+
 def expiry_of(expiry: float | None) -> float | None:
     """An expiry as the models show it: NaN (which only PostgreSQL stores) is no number."""
     return None if expiry is None or (isinstance(expiry, float) and math.isnan(expiry)) else expiry

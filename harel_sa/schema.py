@@ -38,7 +38,7 @@ from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 MAX_PRIORITY = 4
 
 #: The newest harel_sa Alembic revision; a test holds it equal to the revisions' head.
-HEAD_REVISION = "harel_sa_0006"
+HEAD_REVISION = "harel_sa_0007"
 
 DEFAULT_PREFIX = "harel"
 
@@ -93,6 +93,23 @@ class Names:
         return f"{self.prefix}_transport_dead"
 
     @property
+    def scheduled(self) -> str:
+        """Messages published for later, until a claim moves them to their groups (0007)."""
+        return f"{self.prefix}_transport_scheduled"
+
+    @property
+    def scheduled_by_due(self) -> str:
+        return f"{self.scheduled}_by_due"
+
+    @property
+    def scheduled_by_key(self) -> str:
+        return f"{self.scheduled}_by_key"
+
+    @property
+    def messages_by_key(self) -> str:
+        return f"{self.messages}_by_key"
+
+    @property
     def groups_by_last_claimed(self) -> str:
         return f"{self.groups}_by_last_claimed"
 
@@ -124,7 +141,7 @@ class Names:
 
     @property
     def tables(self) -> tuple[str, ...]:
-        return (self.messages, self.groups, self.dead)
+        return (self.messages, self.groups, self.dead, self.scheduled)
 
 
 def migration_lock(names: Names) -> int:
@@ -143,6 +160,7 @@ class Schema:
     messages: Table
     groups: Table
     dead: Table
+    scheduled: Table
 
 
 def schema_for(prefix: str = DEFAULT_PREFIX) -> Schema:
@@ -165,6 +183,7 @@ def _schema(prefix: str) -> Schema:
         Column("lock_expiry", TIME),
         Column("deliveries", COUNT, nullable=False, server_default=text("0")),
         Column("enqueued_at", TIME),  # when harel_sa's publish committed it; NULL from others
+        Column("message_key", Text),  # at most one waiting message per key (0007); NULL: no key
         sqlite_autoincrement=True,
     )
     groups = Table(
@@ -187,6 +206,38 @@ def _schema(prefix: str) -> Schema:
         Column("deliveries", COUNT, nullable=False),
         Column("priority", COUNT, nullable=False, server_default=text("0")),
         Column("routing_key", Text),
+    )
+    # Messages published for later (0007): a claim moves the due ones, in due order, to their
+    # groups' tails; they hold up no group meanwhile.
+    scheduled = Table(
+        names.scheduled,
+        md,
+        Column("seq", SEQ, Identity(), primary_key=True),
+        Column("group_id", Text, nullable=False),
+        Column("event", Text, nullable=False),
+        Column("due_at", TIME, nullable=False),
+        Column("priority", COUNT, nullable=False, server_default=text("0")),
+        Column("routing_key", Text),
+        Column("message_key", Text),
+        sqlite_autoincrement=True,
+    )
+    # The due ones first: a claim's probe is one step of this index, however many wait.
+    # SQLite's entries end with the rowid (the seq); PostgreSQL's name it.
+    Index(names.scheduled_by_due, scheduled.c.due_at, info=SQLITE_ONLY).ddl_if(dialect="sqlite")
+    Index(names.scheduled_by_due, scheduled.c.due_at, scheduled.c.seq, info=POSTGRESQL_ONLY).ddl_if(
+        dialect="postgresql"
+    )
+    Index(
+        names.scheduled_by_key,
+        scheduled.c.message_key,
+        sqlite_where=scheduled.c.message_key.isnot(None),
+        postgresql_where=scheduled.c.message_key.isnot(None),
+    )
+    Index(
+        names.messages_by_key,
+        messages.c.message_key,
+        sqlite_where=messages.c.message_key.isnot(None),
+        postgresql_where=messages.c.message_key.isnot(None),
     )
     # The round-robin order, ties in arrival order: SQLite's index entries end with the rowid;
     # PostgreSQL's must name the arrival column.
@@ -240,7 +291,7 @@ def _schema(prefix: str) -> Schema:
         ).ddl_if(dialect="postgresql")
     Index(names.messages_by_group, messages.c.group_id, messages.c.seq)
     Index(names.dead_by_group, dead.c.group_id, dead.c.seq)
-    return Schema(names, md, messages, groups, dead)
+    return Schema(names, md, messages, groups, dead, scheduled)
 
 
 def on_dialect(item: Column[Any] | Index, dialect: str) -> bool:

@@ -29,6 +29,9 @@ Clock = Callable[[], float]
 Synchronous = Literal["FULL", "NORMAL"]
 #: A message to publish: ``(group_id, event_json, priority, routing_key)``.
 Row = tuple[str, str, int, str | None]
+#: When a scheduled message is due: ``(at, delay)``, the epoch instant ``at`` (the transport's
+#: clock; PostgreSQL's server clock), else ``delay`` seconds after the backend's "now".
+Due = tuple[float | None, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,15 @@ def message_rows(
         json = traces.stamp(event(item[1], event_type), event_type)
         rows.append((group_id(item[0]), json, level, key))
     return rows
+
+
+def publish_due(delay: object, not_before: object) -> Due | None:
+    """A publish's time options, checked (:func:`harel_sa.validate.due`); ``None`` when the
+    message is due now (no option, or ``delay=0``)."""
+    due = validate.due(delay, not_before)
+    if due is None or (due[0] is None and due[1] == 0):
+        return None
+    return due
 
 
 def claim_spec(
@@ -199,6 +211,9 @@ class Backend(Protocol):
         """The transport's clock; ``None``: the database server's."""
 
     def publish(self, rows: list[Row]) -> Bound[None]: ...
+    def schedule(self, rows: list[Row], due: Due) -> Bound[None]: ...
+    def publish_keyed(self, row: Row, due: Due | None, key: str, replace: bool) -> Bound[bool]: ...
+    def cancel(self, key: str) -> Bound[bool]: ...
     def claim(self, spec: ClaimSpec) -> Bound[Lease[Any] | None]: ...
     def ack_and_claim(
         self, lease: Lease[Any], spec: ClaimSpec
@@ -214,7 +229,9 @@ class Backend(Protocol):
     def extend(self, lease: Lease[Any], visibility: float) -> Bound[bool]: ...
     def dead_letter(self, lease: Lease[Any], reason: str) -> Bound[bool]: ...
     def stats(self) -> Bound[Stats]: ...
-    def peek(self, group_id: str | None, limit: int) -> Bound[list[QueuedMessage]]: ...
+    def peek(
+        self, group_id: str | None, limit: int, scheduled: bool = False
+    ) -> Bound[list[QueuedMessage]]: ...
     def release(self, group_id: str | None) -> Bound[int]: ...
     def purge(self, group_id: str) -> Bound[int]: ...
     def dead(
@@ -290,15 +307,45 @@ class Binder(Generic[E]):
         self.claim_spec = ClaimSpecs(options.event_type)
 
     def publish(
-        self, group_id: object, event: object, priority: object, routing_key: object
-    ) -> Bound[None]:
+        self,
+        group_id: object,
+        event: object,
+        priority: object,
+        routing_key: object,
+        delay: object = None,
+        not_before: object = None,
+        key: object = None,
+        on_key: object = "keep",
+    ) -> Bound[None] | Bound[bool]:
+        """A publish bound; its result is ``False`` only when a waiting keyed message took it
+        (``None``: a plain publish, which always writes)."""
         row = message_row(self.options.event_type, group_id, event, priority, routing_key)
-        return self.backend.publish([row])
+        if delay is None and not_before is None and key is None and on_key == "keep":
+            return self.backend.publish([row])
+        due = publish_due(delay, not_before)
+        keyed = validate.key(key)
+        replace = validate.on_key(on_key)
+        if keyed is not None:
+            return self.backend.publish_keyed(row, due, keyed, replace)
+        return self.backend.publish([row]) if due is None else self.backend.schedule([row], due)
 
-    def publish_many(self, items: object, priority: object, routing_key: object) -> Bound[None]:
-        return self.backend.publish(
-            message_rows(self.options.event_type, items, priority, routing_key)
-        )
+    def publish_many(
+        self,
+        items: object,
+        priority: object,
+        routing_key: object,
+        delay: object = None,
+        not_before: object = None,
+    ) -> Bound[None]:
+        due = publish_due(delay, not_before)
+        rows = message_rows(self.options.event_type, items, priority, routing_key)
+        return self.backend.publish(rows) if due is None else self.backend.schedule(rows, due)
+
+    def cancel(self, key: object) -> Bound[bool]:
+        checked = validate.key(key)
+        if checked is None:
+            raise InvalidArgumentTypeError("key must be a str, not NoneType")
+        return self.backend.cancel(checked)
 
     def claim(
         self,
@@ -377,8 +424,14 @@ class Binder(Generic[E]):
     def stats(self) -> Bound[Stats]:
         return self.backend.stats()
 
-    def peek(self, group_id: object, limit: object) -> Bound[list[QueuedMessage]]:
-        return self.backend.peek(validate.group_filter(group_id), validate.limit(limit))
+    def peek(
+        self, group_id: object, limit: object, scheduled: object = False
+    ) -> Bound[list[QueuedMessage]]:
+        if not isinstance(scheduled, bool):
+            raise InvalidArgumentTypeError(
+                f"scheduled must be a bool, not {type(scheduled).__name__}"
+            )
+        return self.backend.peek(validate.group_filter(group_id), validate.limit(limit), scheduled)
 
     def release(self, group_id: object) -> Bound[int]:
         return self.backend.release(validate.group_filter(group_id))

@@ -10,8 +10,9 @@ dialect's connection), and reports a settle of the running handler's own lease t
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Literal, Self, TypeVar
 
 from pydantic import BaseModel
 from sqlalchemy import Connection
@@ -78,10 +79,15 @@ class Transport(Generic[E]):
         priority: int = 0,
         routing_key: str | None = None,
         *,
+        delay: float | None = None,
+        not_before: datetime | float | None = None,
+        key: str | None = None,
+        on_key: Literal["keep", "replace"] = "keep",
         connection: Connection | Session | None = None,
-    ) -> None:
+    ) -> bool:
         """Append ``event`` to ``group_id``'s queue, durably, once this returns (any ``str``
         that UTF-8 holds is a group id, ``""`` included, as the harel engine may send it).
+        Returns ``True`` when a message was written (always, without ``key``).
 
         With ``connection`` (the application's SQLAlchemy ``Connection`` or ``Session`` on
         this transport's database) it is written in that connection's transaction instead,
@@ -93,11 +99,39 @@ class Transport(Generic[E]):
 
         The first publish of a group fixes its ``priority`` (0-4) and ``routing_key`` until the
         group drains; later publishes only add messages.
+
+        **Scheduled**: with ``delay`` (seconds) or ``not_before`` (an aware ``datetime``, or
+        epoch seconds on the transport's clock; PostgreSQL's server clock) the message is due
+        then. Until due it holds up nothing: it joins the tail of its group no later than the
+        first claim after its due time (messages published before then go first; scheduled
+        messages of a group join in due-time order). A naive datetime, a negative, NaN or
+        infinite value, or both options raise :class:`~harel_sa.InvalidArgumentError` before
+        anything is written.
+
+        **Keyed**: with ``key``, at most one message with that key *waits* (queued and not
+        leased or parked, or scheduled) under the prefix. When one waits, ``on_key="keep"``
+        writes nothing and ``"replace"`` gives it this event (and, if it is scheduled, this
+        due time, or now), keeping its place; either way the result is ``False``. A keyed
+        message in flight does not count: a new one is written. (A nack or a lapsed lease can
+        bring a keyed message back to waiting beside a newer one: both stay, and later
+        publishes of the key act on one of them.)
         """
         if connection is not None:
-            self.outbox().publish(connection, group_id, event, priority, routing_key)
-            return
-        self._run(self._binder.publish(group_id, event, priority, routing_key))
+            return self.outbox().publish(
+                connection,
+                group_id,
+                event,
+                priority,
+                routing_key,
+                delay=delay,
+                not_before=not_before,
+                key=key,
+                on_key=on_key,
+            )
+        bound = self._binder.publish(
+            group_id, event, priority, routing_key, delay, not_before, key, on_key
+        )
+        return self._run(bound) is not False
 
     @traces.traced("publish_many")
     def publish_many(
@@ -106,15 +140,31 @@ class Transport(Generic[E]):
         *,
         priority: int = 0,
         routing_key: str | None = None,
+        delay: float | None = None,
+        not_before: datetime | float | None = None,
         connection: Connection | Session | None = None,
     ) -> None:
-        """Publish every ``(group_id, event)`` pair in one transaction: all or none."""
+        """Publish every ``(group_id, event)`` pair in one transaction: all or none; with
+        ``delay`` or ``not_before`` (as :meth:`publish`'s), all scheduled for that time."""
         if connection is not None:
             self.outbox().publish_many(
-                connection, items, priority=priority, routing_key=routing_key
+                connection,
+                items,
+                priority=priority,
+                routing_key=routing_key,
+                delay=delay,
+                not_before=not_before,
             )
             return
-        self._run(self._binder.publish_many(items, priority, routing_key))
+        self._run(self._binder.publish_many(items, priority, routing_key, delay, not_before))
+
+    @traces.traced("cancel")
+    def cancel(self, key: str, *, connection: Connection | Session | None = None) -> bool:
+        """Delete the waiting message (queued and not leased or parked, or scheduled) with
+        ``key``; whether there was one. A message in flight is never touched."""
+        if connection is not None:
+            return self.outbox().cancel(connection, key)
+        return self._run(self._binder.cancel(key))
 
     @traces.traced("claim")
     def claim(
@@ -276,10 +326,14 @@ class Transport(Generic[E]):
         it out of ``oldest_age``."""
         return self._run(self._binder.stats())
 
-    def peek(self, group_id: str | None = None, limit: int = 10) -> list[QueuedMessage]:
+    def peek(
+        self, group_id: str | None = None, limit: int = 10, *, scheduled: bool = False
+    ) -> list[QueuedMessage]:
         """The next ``limit`` messages of ``group_id`` (or of the whole queue, oldest first),
-        with their state, without claiming them."""
-        return self._run(self._binder.peek(group_id, limit))
+        with their state, without claiming them. With ``scheduled``, the scheduled messages
+        follow (state ``"scheduled"``, earliest due first, ``due_at`` their due time), within
+        the same ``limit``."""
+        return self._run(self._binder.peek(group_id, limit, scheduled))
 
     def release(self, group_id: str | None = None) -> int:
         """End the park of parked messages (of ``group_id``, or all) now; returns how many."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from datetime import datetime
 
 from pydantic import BaseModel
 
@@ -117,6 +118,41 @@ def worker_id(value: object) -> str:
 def routing_key(value: object) -> str | None:
     """A publish's routing key: ``None`` (none), else a non-empty :func:`identifier`."""
     return None if value is None else identifier("routing_key", value)
+
+
+def key(value: object) -> str | None:
+    """A publish's key: ``None`` (none), else a non-empty :func:`identifier`."""
+    return None if value is None else identifier("key", value)
+
+
+def on_key(value: object) -> bool:
+    """``"keep"`` (``False``) or ``"replace"`` (``True``): what a keyed publish does to the
+    waiting message with its key."""
+    if value == "keep" or value == "replace":
+        return value == "replace"
+    if not isinstance(value, str):
+        raise InvalidArgumentTypeError(f"on_key must be a str, not {type(value).__name__}")
+    raise InvalidArgumentError(f"on_key must be 'keep' or 'replace', not {value!r:.40}")
+
+
+def due(delay: object, not_before: object) -> tuple[float | None, float] | None:
+    """A publish's time options as ``(at, delay)``: ``None`` (now) when neither is given; else
+    ``at``, an epoch instant (``not_before``: an aware ``datetime``, or epoch seconds on the
+    transport's clock), or ``None`` and ``delay`` seconds from now. Both given, a naive
+    datetime, a negative, NaN or infinite number are refused."""
+    if delay is not None and not_before is not None:
+        raise InvalidArgumentError("give delay or not_before, not both")
+    if delay is not None:
+        return None, seconds("delay", delay, allow_zero=True)
+    if not_before is None:
+        return None
+    if isinstance(not_before, datetime):
+        if not_before.tzinfo is None or not_before.utcoffset() is None:
+            raise InvalidArgumentError(
+                "not_before must be an aware datetime (with a tzinfo), not a naive one"
+            )
+        return not_before.timestamp(), 0.0
+    return seconds("not_before", not_before, allow_zero=True), 0.0
 
 
 def seconds(name: str, value: object, *, allow_zero: bool) -> float:

@@ -78,7 +78,8 @@ def _peek(commands: Commands) -> None:
         commands,
         "peek",
         "the next messages of a group or of the queue, without claiming them",
-        "The next messages (oldest first) with their state: ready, leased or parked.",
+        "The next messages (oldest first) with their state: ready, leased or parked; then "
+        "the scheduled ones (until: their due time).",
     )
     p.add_argument("--group", metavar="G", help="only this group (default: the whole queue)")
     p.add_argument("--limit", metavar="N", type=int, default=10, help="at most N (default: 10)")
@@ -187,14 +188,16 @@ def _stats_text(s: Stats) -> str:
 
 def cmd_peek(args: argparse.Namespace) -> int:
     with _opened(args, read_only=True) as q:
-        messages = q.peek(args.group, args.limit)
+        messages = q.peek(args.group, args.limit, scheduled=True)
     rows = [
         (
             m.seq,
             m.group_id,
             m.state,
             m.deliveries,
-            ago(m.lock_expiry) if m.state != "ready" else "-",
+            ago(m.due_at if m.state == "scheduled" else m.lock_expiry)
+            if m.state != "ready"
+            else "-",
             (m.locked_by or "-").split("#", 1)[0] if m.state == "leased" else "-",
             kind_of(m.event),
             one_line(m.event) if args.full else shorten(data_of(m.event), _DATA_WIDTH),
@@ -211,7 +214,9 @@ def _queued_json(m: QueuedMessage) -> dict[str, Any]:
     data = m.model_dump(mode="json")
     expiry = None if m.lock_expiry is None else utc_time(m.lock_expiry, millis=True)
     enqueued = None if m.enqueued_at is None else utc_time(m.enqueued_at, millis=True)
-    return {**data, **event_json(m.event), "lock_expiry": expiry, "enqueued_at": enqueued}
+    due = None if m.due_at is None else utc_time(m.due_at, millis=True)
+    at = {"lock_expiry": expiry, "enqueued_at": enqueued, "due_at": due}
+    return {**data, **event_json(m.event), **at}
 
 
 def _dead_json(d: DeadMessage) -> dict[str, Any]:

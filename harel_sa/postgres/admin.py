@@ -32,7 +32,8 @@ def _stats(st: Statements, clock: ClockOrServer) -> Program[Statement, Stats]:
     messages, in_flight, parked, now = (yield Query(st.counts, at)).one()
     oldest = (yield Query(st.oldest, {})).rows
     ready = (yield Query(st.oldest_ready, at)).rows
-    return rows.stats(
+    scheduled = (yield Query(st.scheduling.scheduled_count, {})).one()[0]
+    stats = rows.stats(
         rows.as_is,
         now=now,
         counts=(messages, in_flight, parked),
@@ -45,23 +46,33 @@ def _stats(st: Statements, clock: ClockOrServer) -> Program[Statement, Stats]:
         published=(yield Query(st.published, {})).one()[0],
         by_worker=(yield Query(st.by_worker, at)).rows,
     )
+    return stats.model_copy(update={"scheduled": int(scheduled)})
 
 
 def peek(
-    statements: Statements, clock: ClockOrServer, group_id: str | None, limit: int
+    statements: Statements,
+    clock: ClockOrServer,
+    group_id: str | None,
+    limit: int,
+    scheduled: bool = False,
 ) -> Op[list[QueuedMessage]]:
     no_nul("group_id", group_id)
-    return Op(partial(_peek, statements, clock, group_id, limit), retry_safe=True)
+    begin = BEGIN_SNAPSHOT if scheduled else None
+    return Op(partial(_peek, statements, clock, group_id, limit, scheduled), begin, retry_safe=True)
 
 
 def _peek(
-    st: Statements, clock: ClockOrServer, group_id: str | None, limit: int
+    st: Statements, clock: ClockOrServer, group_id: str | None, limit: int, scheduled: bool
 ) -> Program[Statement, list[QueuedMessage]]:
     found = yield Query(st.peek, {"group_id": group_id, "limit": limit, "now": now_param(clock)})
-    return rows.queued(
+    queued = rows.queued(
         rows.as_is,
         [(*row[:6], _live(row[3], rows.expiry_of(row[4]), row[6]), row[7]) for row in found.rows],
     )
+    if scheduled and len(queued) < limit:
+        more = {"group_id": group_id, "limit": limit - len(queued)}
+        queued += rows.scheduled(rows.as_is, (yield Query(st.scheduling.peek, more)).rows)
+    return queued
 
 
 def _live(locked_by: str | None, expiry: float | None, now: float) -> bool:

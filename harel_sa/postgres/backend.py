@@ -11,11 +11,11 @@ from typing import Any
 
 from harel_sa.events import Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
-from harel_sa.postgres import admin, operations
+from harel_sa.postgres import admin, operations, scheduling
 from harel_sa.postgres.operations import ClockOrServer, One, Op
 from harel_sa.postgres.statements import statements_for
 from harel_sa.schema import Names
-from harel_sa.seam import ClaimSpec, Row
+from harel_sa.seam import ClaimSpec, Due, Row
 
 
 class PostgresBackend:
@@ -29,6 +29,15 @@ class PostgresBackend:
 
     def publish(self, rows: list[Row]) -> Op[None] | One[None]:
         return operations.publish(self.statements, self.clock, rows)
+
+    def schedule(self, rows: list[Row], due: Due) -> One[None]:
+        return scheduling.schedule(self.statements, self.clock, rows, due)  # type: ignore[no-any-return]
+
+    def publish_keyed(self, row: Row, due: Due | None, key: str, replace: bool) -> Op[bool]:
+        return scheduling.publish_keyed(self.statements, self.clock, row, due, key, replace)  # type: ignore[no-any-return]
+
+    def cancel(self, key: str) -> Op[bool]:
+        return scheduling.cancel(self.statements, key)  # type: ignore[no-any-return]
 
     def claim(self, spec: ClaimSpec) -> Op[Lease[Any] | None]:
         return operations.claim(self.statements, self.clock, spec)
@@ -70,8 +79,10 @@ class PostgresBackend:
     def stats(self) -> Op[Stats]:
         return admin.stats(self.statements, self.clock)
 
-    def peek(self, group_id: str | None, limit: int) -> Op[list[QueuedMessage]]:
-        return admin.peek(self.statements, self.clock, group_id, limit)
+    def peek(
+        self, group_id: str | None, limit: int, scheduled: bool = False
+    ) -> Op[list[QueuedMessage]]:
+        return admin.peek(self.statements, self.clock, group_id, limit, scheduled)
 
     def release(self, group_id: str | None) -> Op[int]:
         return admin.release(self.statements, self.clock, group_id)

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from harel_sa.events import Lease, tokens
+from harel_sa.postgres import scheduling
 from harel_sa.postgres.statements import Statement, Statements, batch_size
 from harel_sa.rules import BATCH_MAX, MAX_ERROR, exhausted
 from harel_sa.seam import Bound, ClaimSpec, Program, Query, Result, Row
@@ -304,6 +305,8 @@ def _claim_many(
         }
         select = st.claim_many(spec.min_priority, len(spec.routing_keys), batch_size(want))
         rows = (yield Query(select, params)).rows
+        if rows and rows[0][7]:  # a scheduled message is due: it joins its group's tail now
+            yield from scheduling.promote(st, clock)
         for i, row in enumerate(rows):
             seq, group_id, raw, deliveries = row[0], row[1], row[2], row[3]
             # Any error but a decoding one (an event type whose validation raises something
@@ -322,8 +325,13 @@ def _claim_many(
                 break
             leases.append(Lease(seq, group_id, event, worker_id, taken[i], deliveries))
         else:
-            if len(rows) < want:  # no other group is leasable
-                break
+            # No other group is leasable, unless scheduled messages due now (promoted above,
+            # or found by a promotion of its own) make one.
+            if len(rows) < want:
+                if rows and not rows[0][7]:
+                    break
+                if not rows and not (yield from scheduling.promote(st, clock)):
+                    break
     return leases
 
 
@@ -371,8 +379,13 @@ def _claim(
         }
         found = yield Query(select, params)
         if not found.rows:
+            # Nothing to lease: scheduled messages due now may make something leasable.
+            if (yield from scheduling.promote(st, clock)):
+                continue
             return None
-        seq, group_id, raw, deliveries, before = found.one()
+        seq, group_id, raw, deliveries, before, due = found.one()
+        if due:  # a scheduled message is due: it joins its group's tail now
+            yield from scheduling.promote(st, clock)
         try:
             event, error = _event_of(spec, raw, deliveries)
         except GeneratorExit:

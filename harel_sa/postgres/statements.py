@@ -113,6 +113,9 @@ class Statements:
         self._claims: dict[tuple[int, int], Statement] = {}
         self._claims_many: dict[tuple[int, int, int], Statement] = {}
         self._acks: dict[int, Statement] = {}
+        from harel_sa.postgres.scheduling import scheduling_for  # it builds on this module
+
+        self.scheduling = scheduling_for(names, now)
         # A publish upserts the group row first (a no-op update that takes the row's lock),
         # then inserts the message: an ack racing it sees a new version and keeps the group.
         upsert_group = f"ON CONFLICT (group_id) DO UPDATE SET priority = {g}.priority"
@@ -425,6 +428,12 @@ def _picks(names: Names, now: str, min_priority: int, keys: int, size: int, more
 COUNTED = "CASE WHEN m.deliveries >= 2147483647 THEN m.deliveries ELSE m.deliveries + 1 END"
 
 
+def _due(names: Names, now: str) -> str:
+    """Whether a scheduled message is due (the claim then promotes): an InitPlan, one step of
+    the due index."""
+    return f"EXISTS (SELECT 1 FROM {names.scheduled} due WHERE due.due_at <= {now})"
+
+
 def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
     """:meth:`Statements.claim`: leases the head and touches its group in the same statement."""
     m, g = names.messages, names.groups
@@ -437,8 +446,8 @@ def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
         # The one group by its key: a join with pick was hashed over a small groups table.
         f"touch AS (UPDATE {g} g SET last_claimed_at = {now} "
         "WHERE g.group_id = (SELECT pick.group_id FROM pick)) "
-        "SELECT l.seq, l.group_id, l.event, l.deliveries, pick.before "
-        "FROM lease l JOIN pick ON pick.seq = l.seq"
+        "SELECT l.seq, l.group_id, l.event, l.deliveries, pick.before, "
+        f"{_due(names, now)} FROM lease l JOIN pick ON pick.seq = l.seq"
     )
 
 
@@ -463,8 +472,8 @@ def _claim_many(names: Names, now: str, min_priority: int, keys: int, size: int)
         "FROM ranked r WHERE m.seq = r.seq RETURNING m.seq, m.event, m.deliveries), "
         f"touch AS (UPDATE {g} g SET last_claimed_at = {now} FROM ranked r "
         "WHERE g.group_id = r.group_id) "
-        "SELECT l.seq, r.group_id, l.event, l.deliveries, r.before, r.was_by, r.was_expiry "
-        "FROM lease l JOIN ranked r ON r.seq = l.seq ORDER BY r.k"
+        "SELECT l.seq, r.group_id, l.event, l.deliveries, r.before, r.was_by, r.was_expiry, "
+        f"{_due(names, now)} FROM lease l JOIN ranked r ON r.seq = l.seq ORDER BY r.k"
     )
 
 

@@ -35,7 +35,11 @@ def stats(conn: sqlite3.Connection, statements: Statements, clock: Clock) -> Sta
             by_routing_key=conn.execute(statements.by_routing_key),
             published=_published(conn, statements),
             by_worker=conn.execute(statements.by_worker, {"now": now}),
-        )
+        ).model_copy(update={"scheduled": _scheduled(conn, statements)})
+
+
+def _scheduled(conn: sqlite3.Connection, statements: Statements) -> int:
+    return int(conn.execute(statements.scheduling.scheduled_count).fetchone()[0])
 
 
 def _published(conn: sqlite3.Connection, statements: Statements) -> int:
@@ -46,12 +50,23 @@ def _published(conn: sqlite3.Connection, statements: Statements) -> int:
 
 
 def peek(
-    conn: sqlite3.Connection, statements: Statements, clock: Clock, group_id: str | None, limit: int
+    conn: sqlite3.Connection,
+    statements: Statements,
+    clock: Clock,
+    group_id: str | None,
+    limit: int,
+    scheduled: bool = False,
 ) -> list[QueuedMessage]:
-    """The next ``limit`` messages of ``group_id`` (or of the queue, oldest first), unclaimed."""
+    """The next ``limit`` messages of ``group_id`` (or of the queue, oldest first), unclaimed;
+    with ``scheduled``, the scheduled ones after them."""
     with read_transaction(conn):
         params = {"group_id": group_id, "limit": limit, "now": clock()}
-        return rows.queued(rows.shown, conn.execute(statements.peek, params).fetchall())
+        found = rows.queued(rows.shown, conn.execute(statements.peek, params).fetchall())
+        if scheduled and len(found) < limit:
+            more = {"group_id": group_id, "limit": limit - len(found)}
+            later = conn.execute(statements.scheduling.peek, more).fetchall()
+            found += rows.scheduled(rows.shown, later)
+        return found
 
 
 def release(

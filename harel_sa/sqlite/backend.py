@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from harel_sa.events import Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.schema import Names
-from harel_sa.seam import Bound, ClaimSpec, Clock, Row
+from harel_sa.seam import Bound, ClaimSpec, Clock, Due, Row
 from harel_sa.sqlite import admin, operations
 from harel_sa.sqlite.statements import statements_for
 
@@ -45,6 +45,24 @@ class SqliteBackend:
     def publish(self, rows: list[Row]) -> SqliteCall[None]:
         st, clock = self.statements, self.clock
         return SqliteCall(operations.publish, statements=st, clock=clock, rows=rows)
+
+    def schedule(self, rows: list[Row], due: Due) -> SqliteCall[None]:
+        st, clock = self.statements, self.clock
+        return SqliteCall(operations.schedule, statements=st, clock=clock, rows=rows, due=due)
+
+    def publish_keyed(self, row: Row, due: Due | None, key: str, replace: bool) -> SqliteCall[bool]:
+        return SqliteCall(
+            operations.publish_keyed,
+            statements=self.statements,
+            clock=self.clock,
+            row=row,
+            due=due,
+            key=key,
+            replace=replace,
+        )
+
+    def cancel(self, key: str) -> SqliteCall[bool]:
+        return SqliteCall(operations.cancel, statements=self.statements, key=key)
 
     def claim(self, spec: ClaimSpec) -> SqliteCall[Lease[Any] | None]:
         st, clock = self.statements, self.clock
@@ -111,9 +129,18 @@ class SqliteBackend:
     def stats(self) -> SqliteCall[Stats]:
         return SqliteCall(admin.stats, statements=self.statements, clock=self.clock)
 
-    def peek(self, group_id: str | None, limit: int) -> SqliteCall[list[QueuedMessage]]:
+    def peek(
+        self, group_id: str | None, limit: int, scheduled: bool = False
+    ) -> SqliteCall[list[QueuedMessage]]:
         st, clock = self.statements, self.clock
-        return SqliteCall(admin.peek, statements=st, clock=clock, group_id=group_id, limit=limit)
+        return SqliteCall(
+            admin.peek,
+            statements=st,
+            clock=clock,
+            group_id=group_id,
+            limit=limit,
+            scheduled=scheduled,
+        )
 
     def release(self, group_id: str | None) -> SqliteCall[int]:
         st, clock = self.statements, self.clock

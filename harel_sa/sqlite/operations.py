@@ -14,7 +14,8 @@ from typing import Any
 
 from harel_sa.events import Lease, tokens
 from harel_sa.rules import BATCH_MAX, MAX_ERROR, exhausted
-from harel_sa.seam import ClaimSpec, Clock, Row
+from harel_sa.seam import ClaimSpec, Clock, Due, Row
+from harel_sa.sqlite import scheduling
 from harel_sa.sqlite.driver import immediate_transaction
 from harel_sa.sqlite.statements import Statements
 
@@ -35,6 +36,37 @@ def publish(
         for group_id, event, priority, routing_key in rows:
             conn.execute(statements.insert_message, (group_id, event, now))
             conn.execute(statements.insert_group, (group_id, priority, routing_key))
+
+
+def schedule(
+    conn: sqlite3.Connection, statements: Statements, clock: Clock, rows: list[Row], due: Due
+) -> None:
+    """Put ``rows`` in the scheduled table, due at ``due``, in one transaction."""
+    with immediate_transaction(conn):
+        program = scheduling.schedule(statements.scheduling, clock(), rows, due)
+        scheduling.run(conn, program)
+
+
+def publish_keyed(
+    conn: sqlite3.Connection,
+    statements: Statements,
+    clock: Clock,
+    row: Row,
+    due: Due | None,
+    key: str,
+    replace: bool,
+) -> bool:
+    """:func:`harel_sa.sqlite.scheduling.publish_keyed` in one transaction: its look and its
+    write under one write lock, so one key never gets two waiting messages from publishes."""
+    with immediate_transaction(conn):
+        program = scheduling.publish_keyed(statements.scheduling, clock(), row, due, key, replace)
+        return bool(scheduling.run(conn, program))
+
+
+def cancel(conn: sqlite3.Connection, statements: Statements, key: str) -> bool:
+    """Delete the waiting message with ``key``; whether there was one."""
+    with immediate_transaction(conn):
+        return bool(scheduling.run(conn, scheduling.cancel(statements.scheduling, key)))
 
 
 def claim(
@@ -119,6 +151,16 @@ def _claim_many(
         keys = spec.routing_keys
         select = statements.claim_up_to(spec.min_priority, len(keys))
         rows = conn.execute(select, (now, *keys, limit)).fetchall()
+        # A scheduled message due now joins its group first (each row says whether one is;
+        # without rows, a probe of its own).
+        sched = statements.scheduling
+        promoted = bool(rows) and rows[0][6] is not None
+        if promoted:
+            scheduling.promote(conn, sched, now)
+        elif not rows:
+            promoted = scheduling.promote_if_due(conn, sched, now)
+        if promoted:
+            rows = conn.execute(select, (now, *keys, limit)).fetchall()
         for row in rows:
             lease = _lease_of(row, spec)
             if isinstance(lease, str):
@@ -142,7 +184,13 @@ def _claim(
     while True:
         row = conn.execute(select, params).fetchone()
         if row is None:
+            # Nothing to lease: the scheduled messages due now may make something leasable.
+            if scheduling.promote_if_due(conn, statements.scheduling, now):
+                continue
             return None
+        if row[6] is not None:  # a scheduled message is due: it joins its group first
+            scheduling.promote(conn, statements.scheduling, now)
+            continue
         lease = _lease_of(row, spec)
         if isinstance(lease, str):
             _set_aside(conn, statements, now, row, lease)

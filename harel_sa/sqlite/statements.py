@@ -244,6 +244,9 @@ class Statements:
             )
         )
         self._admin(m, g, d)
+        from harel_sa.sqlite.scheduling import scheduling_for  # it builds on this module
+
+        self.scheduling = scheduling_for(names)
 
     def _admin(self, m: str, g: str, d: str) -> None:
         # -- the admin operations: reads in one snapshot, and repairs ------------------------
@@ -325,7 +328,8 @@ class Statements:
         nothing in flight, a priority >= ``min_priority`` and (with ``keys`` > 0) a routing
         key among the ``keys`` bound; or a group row without messages met first (``seq``
         NULL). Positional: bind ``(now, key0, ...)``. Columns: seq, group_id and event as
-        bytes, deliveries, last_claimed_at, the group's rowid.
+        bytes, deliveries, last_claimed_at, the group's rowid, and 1 when a scheduled message
+        is due (else NULL).
 
         Each lane walks one index in ``(last_claimed_at, rowid)`` order and stops at its first
         eligible group, so the cost does not grow with the backlog, nor with groups below the
@@ -433,7 +437,7 @@ def _claim(names: Names, min_priority: int, keys: int, *, many: bool) -> Compile
     else:
         union = " UNION ALL ".join(f"SELECT * FROM ({s})" for s in selects)
         sql = (
-            f"SELECT seq, group_id, event, deliveries, last_claimed_at, grow FROM ({union}) "
+            f"SELECT seq, group_id, event, deliveries, last_claimed_at, grow, due FROM ({union}) "
             f"ORDER BY last_claimed_at, grow LIMIT {limit}"
         )
     bound = ("now", *(f"key{i}" for i in range(keys)))
@@ -447,7 +451,10 @@ def _lane(names: Names, where: str, limit: str) -> str:
     return (
         f"SELECT m.seq AS seq, {raw_text('m.group_id')} AS group_id, "
         f"{raw_text('m.event')} AS event, {count_of('m.deliveries')} AS deliveries, "
-        "g.last_claimed_at AS last_claimed_at, g.rowid AS grow "
+        "g.last_claimed_at AS last_claimed_at, g.rowid AS grow, "
+        # Whether a scheduled message is due (then the claim promotes and selects again): one
+        # step of the due index, the claim's whole cost of scheduled messages.
+        f"(SELECT 1 FROM {names.scheduled} AS s WHERE s.due_at <= :now LIMIT 1) AS due "
         f"FROM {g} AS g LEFT JOIN {m} AS m ON m.seq = {head_of(m, 'g')} "
         f"WHERE {where} AND {eligible(m, 'm', 'g')} "
         f"ORDER BY {rotation('g')} LIMIT {limit}"

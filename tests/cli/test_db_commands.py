@@ -113,7 +113,7 @@ def test_a_downgrade_that_would_destroy_rows_refuses_unless_forced(cli: Cli, db:
 def test_db_history_lists_the_revisions_oldest_first(cli: Cli) -> None:
     done = cli("db", "history", "--json")
     revisions = as_json(done)
-    assert [r["revision"] for r in revisions] == [f"harel_sa_000{n}" for n in (1, 2, 3, 4, 5, 6)]
+    assert [r["revision"] for r in revisions] == [f"harel_sa_000{n}" for n in (1, 2, 3, 4, 5, 6, 7)]
     assert revisions[0]["down_revision"] is None and revisions[1]["down_revision"] == (
         "harel_sa_0001"
     )

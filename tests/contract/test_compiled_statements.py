@@ -58,6 +58,7 @@ def test_sqlite_runs_only_compiled_text_constructs(tmp_path: Path) -> None:
         st, ("mark_claimed", "lease", "locks_of", "delete_seqs", "drop_groups_if_empty"), 4
     )
     compiled += [st.claim(0, 0), st.claim(0, 2), st.claim_up_to(0, 0), st.claim_up_to(0, 2)]
+    compiled += constructs(st.scheduling, (), 0)
     for statement in compiled:
         assert isinstance(statement.clause, TextClause)
     # The trace shows each statement with its values in place: one pattern per compilation.
@@ -83,7 +84,8 @@ def test_postgresql_prepares_only_compiled_text_constructs(pg_url: str) -> None:
         session.connection.rollback()
         q._sessions.keep(session)
     st = pg.statements_for(Names(), True)
-    compiled = {s.sql.decode() for s in vars(st).values() if isinstance(s, pg.Statement)}
+    every = [*vars(st).values(), *vars(st.scheduling).values()]
+    compiled = {s.sql.decode() for s in every if isinstance(s, pg.Statement)}
     for statement in vars(st).values():
         if isinstance(statement, pg.Statement):
             assert statement.sql == str(statement.clause.compile(dialect=pg._DOLLAR)).encode()

@@ -25,6 +25,7 @@ def test_head_revision_is_the_head_of_the_script_directory() -> None:
 def test_every_revision_id_fits_alembic_version_varchar_32() -> None:
     ids = [rev.revision for rev in SCRIPT.walk_revisions()]
     assert ids == [
+        "harel_sa_0007",
         "harel_sa_0006",
         "harel_sa_0005",
         "harel_sa_0004",

@@ -83,7 +83,12 @@ def test_bad_prefixes_raise_value_error(prefix: str) -> None:
 
 def test_the_metadata_holds_the_design_tables_and_indexes() -> None:
     md = metadata("p")
-    assert set(md.tables) == {"p_transport_messages", "p_transport_groups", "p_transport_dead"}
+    assert set(md.tables) == {
+        "p_transport_messages",
+        "p_transport_groups",
+        "p_transport_dead",
+        "p_transport_scheduled",
+    }
     groups = md.tables["p_transport_groups"]
     common = ["group_id", "last_claimed_at", "priority", "routing_key"]
     assert [c.name for c in groups.c if on_dialect(c, "sqlite")] == common

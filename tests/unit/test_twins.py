@@ -53,7 +53,7 @@ CONTEXT = {"__enter__": "__aenter__", "__exit__": "__aexit__"}
 #: The writes that take the application's connection: a sync one, or an async one.
 CONNECTION = {
     (write, "connection"): "the application's connection: a sync one, or an async one"
-    for write in ("publish", "publish_many", "ack", "ack_many", "nack", "dead_letter")
+    for write in ("publish", "publish_many", "cancel", "ack", "ack_many", "nack", "dead_letter")
 }
 
 TWINS = [

@@ -1,0 +1,172 @@
+"""SQLite's statements and programs for scheduled and keyed messages, one prefix.
+
+A scheduled message waits in the scheduled table until a claim finds it due (:func:`promote`):
+then, in the claim's transaction, every due message goes to its group's tail in due order. A
+keyed publish looks for the waiting message with its key (queued and free, or scheduled) under
+its transaction's write lock, so two publishes of one key never both write. The programs yield
+``named`` statements: the transports run them (:func:`run`), the outbox on the app's connection.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from functools import lru_cache
+from typing import Any
+
+from harel_sa.schema import Names
+from harel_sa.seam import Due, Program, Query, Result, Row
+from harel_sa.sqlite.statements import Compiled, named, no_messages
+
+#: ``message_key`` as the statements compare it (a waiting keyed message is free: not leased,
+#: not parked, whatever its lease's expiry).
+_WAITING = "locked_by IS NULL"
+
+
+class SchedulingStatements:
+    """The statements of scheduled and keyed messages under one prefix."""
+
+    def __init__(self, names: Names) -> None:
+        m, g, s = names.messages, names.groups, names.scheduled
+        self.schedule = named(
+            f"INSERT INTO {s} (group_id, event, due_at, priority, routing_key, message_key) "
+            "VALUES (:group_id, :event, :due_at, :priority, :routing_key, :key)"
+        )
+        self.insert_keyed = named(
+            f"INSERT INTO {m} (group_id, event, enqueued_at, message_key) "
+            "VALUES (:group_id, :event, :now, :key)"
+        )
+        self.insert_group = named(
+            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "
+            "VALUES (:group_id, :priority, :routing_key)"
+        )
+        self.find_waiting = named(
+            f"SELECT 'm', seq FROM {m} WHERE message_key = :key AND {_WAITING} "
+            f"UNION ALL SELECT 's', seq FROM {s} WHERE message_key = :key LIMIT 1"
+        )
+        self.replace_queued = named(
+            f"UPDATE {m} SET event = :event WHERE seq = :seq AND {_WAITING}"
+        )
+        self.replace_scheduled = named(
+            f"UPDATE {s} SET event = :event, due_at = :due_at WHERE seq = :seq"
+        )
+        self.cancel_queued = named(
+            f"DELETE FROM {m} WHERE message_key = :key AND {_WAITING} RETURNING group_id"
+        )
+        self.cancel_scheduled = named(f"DELETE FROM {s} WHERE message_key = :key")
+        self.drop_group_if_empty = named(
+            f"DELETE FROM {g} WHERE group_id = :group_id AND {no_messages(m, f'{g}.group_id')}"
+        )
+        # A claim's promotion: one probe of the due index when nothing is due.
+        self.due = named(f"SELECT 1 FROM {s} WHERE due_at <= :now LIMIT 1")
+        due_order = f"FROM {s} WHERE due_at <= :now ORDER BY due_at, seq"
+        self.promote_groups = named(
+            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "
+            f"SELECT group_id, priority, routing_key {due_order}"
+        )
+        self.promote_messages = named(
+            f"INSERT INTO {m} (group_id, event, enqueued_at, message_key) "
+            f"SELECT group_id, event, :now, message_key {due_order}"
+        )
+        self.promote_delete = named(f"DELETE FROM {s} WHERE due_at <= :now")
+        self.scheduled_count = named(f"SELECT count(*) FROM {s}")
+        self.peek = named(
+            f"SELECT seq, CAST(group_id AS BLOB), CAST(event AS BLOB), due_at FROM {s} "
+            "WHERE :group_id IS NULL OR group_id = :group_id ORDER BY due_at, seq LIMIT :limit"
+        )
+
+
+@lru_cache(maxsize=64)
+def scheduling_for(names: Names) -> SchedulingStatements:
+    """The statements of ``names``' prefix, built once per process."""
+    return SchedulingStatements(names)
+
+
+def probe(names: Names) -> str:
+    """The select-list item a claim's select carries: 1 when a scheduled message is due at
+    ``:now``, else NULL (one step of the due index)."""
+    return f"(SELECT 1 FROM {names.scheduled} AS due WHERE due.due_at <= :now LIMIT 1)"
+
+
+def due_at(due: Due, now: float) -> float:
+    """The epoch instant ``due`` names (``(at, delay)``: ``at``, else ``now + delay``)."""
+    at, delay = due
+    return at if at is not None else now + delay
+
+
+def schedule(st: SchedulingStatements, now: float, rows: list[Row], due: Due) -> Program[Any, None]:
+    """Put ``rows`` in the scheduled table, due at ``due``."""
+    when = due_at(due, now)
+    for group_id, event, priority, routing_key in rows:
+        params = {
+            "group_id": group_id,
+            "event": event,
+            "due_at": when,
+            "priority": priority,
+            "routing_key": routing_key,
+            "key": None,
+        }
+        yield Query(st.schedule, params)
+
+
+def publish_keyed(
+    st: SchedulingStatements, now: float, row: Row, due: Due | None, key: str, replace: bool
+) -> Program[Any, bool]:
+    """Publish ``row`` with ``key``: ``True`` when a message was written; ``False`` when a
+    waiting one has the key (then, with ``replace``, it took the event, and the due time:
+    a scheduled one is due at ``due`` or now; a queued one keeps its place)."""
+    group_id, event, priority, routing_key = row
+    found = (yield Query(st.find_waiting, {"key": key})).rows
+    if found:
+        if replace:
+            where, seq = found[0]
+            if where == "m":
+                yield Query(st.replace_queued, {"seq": seq, "event": event})
+            else:
+                when = now if due is None else due_at(due, now)
+                yield Query(st.replace_scheduled, {"seq": seq, "event": event, "due_at": when})
+        return False
+    group = {"group_id": group_id, "priority": priority, "routing_key": routing_key}
+    if due is None:
+        yield Query(st.insert_keyed, {"group_id": group_id, "event": event, "now": now, "key": key})
+        yield Query(st.insert_group, group)
+    else:
+        yield Query(st.schedule, {**group, "event": event, "due_at": due_at(due, now), "key": key})
+    return True
+
+
+def cancel(st: SchedulingStatements, key: str) -> Program[Any, bool]:
+    """Delete the waiting message(s) with ``key`` (never one in flight); whether any was."""
+    groups = (yield Query(st.cancel_queued, {"key": key})).rows
+    for (group_id,) in set(groups):
+        yield Query(st.drop_group_if_empty, {"group_id": group_id})
+    scheduled = (yield Query(st.cancel_scheduled, {"key": key})).rowcount
+    return bool(groups) or scheduled > 0
+
+
+def promote(conn: sqlite3.Connection, st: SchedulingStatements, now: float) -> None:
+    """Move every message due at ``now`` to its group's tail, in due order (the claim's
+    transaction holds the write lock)."""
+    at = {"now": now}
+    conn.execute(st.promote_groups, at)
+    conn.execute(st.promote_messages, at)
+    conn.execute(st.promote_delete, at)
+
+
+def promote_if_due(conn: sqlite3.Connection, st: SchedulingStatements, now: float) -> bool:
+    """:func:`promote` when something is due; whether it was."""
+    if conn.execute(st.due, {"now": now}).fetchone() is None:
+        return False
+    promote(conn, st, now)
+    return True
+
+
+def run(conn: sqlite3.Connection, program: Program[Compiled, Any]) -> Any:
+    """Run ``program`` on ``conn`` (inside the caller's transaction)."""
+    try:
+        query = next(program)
+        while True:
+            cursor = conn.execute(query.statement, query.params)
+            rows = cursor.fetchall()
+            query = program.send(Result(rows, len(rows) if rows else cursor.rowcount))
+    except StopIteration as done:
+        return done.value
