@@ -118,7 +118,7 @@ def test_db_history_lists_the_revisions_oldest_first(cli: Cli) -> None:
         "harel_sa_0001"
     )
     text = cli("db", "history").stdout.splitlines()
-    assert text[-1].split()[:3] == [HEAD_REVISION, "harel_sa_0005", "head"]
+    assert text[-1].split()[:3] == [HEAD_REVISION, "harel_sa_0006", "head"]
 
 
 def test_db_stamp_adopts_a_file_that_records_nothing(cli: Cli, db: str) -> None:

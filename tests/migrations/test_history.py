@@ -60,6 +60,7 @@ def test_the_revisions_ship_inside_the_package() -> None:
         "harel_sa_0004_priority_index.py",
         "harel_sa_0005_enqueued_at.py",
         "harel_sa_0006_flat_lanes.py",
+        "harel_sa_0007_scheduled_and_keys.py",
     }
 
 
