@@ -304,8 +304,9 @@ def _measured_by(r: dict[str, Any], env: dict[str, str]) -> list[list[str]]:
 def _short(how: str) -> str:
     """A run's command and when, as run.py wrote it, without the interpreter, the package's
     version and the time of day."""
-    how = re.sub(r"`[^`]*?bench/run\.py", "`bench/run.py", how)
-    how = re.sub(r" at [\d.]+ at ", " at ", how).replace("(R)", "")
+    how = re.sub(r"\S*python\S* bench/run\.py", "bench/run.py", how)
+    how = re.sub(r" at [\d.]+ at ", " at ", how).replace("(R)", "").replace(" --out bench", "")
+    how = re.sub(r" on [^,]*Processor, \d+ cores", "", how)  # the machine: in results.json
     return re.sub(r" \d\d:\d\d:\d\d \w+$", "", how)
 
 
@@ -348,12 +349,11 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
     lines = [
         "# harel_sa benchmarks",
         "",
-        "A summary written by `.venv/bin/python bench/run.py` (`--only W --merge`: one"
-        " workload; `--render`: this file and the plots again, measuring nothing). **Raw"
-        " figures: [results.json](results.json).** A ratio is taken per repetition between"
-        f" figures measured back to back, shown as median (min{DASH}max): one inside that spread"
-        " is noise. The **baseline**: the design's SQL on the plain driver (`baseline.py`,"
-        f" `pg_baseline.py`). *{BEYOND}*: one set beside the issue's.",
+        "Written by `bench/run.py` (`--only W --merge`: one workload; `--render`: this file"
+        " again). **Raw figures: [results.json](results.json).** A ratio is per"
+        f" repetition between figures measured back to back: median (min{DASH}max); one inside"
+        " that spread is noise. **baseline**: the design's SQL on the plain driver."
+        f" *{BEYOND}*: beside the issue's.",
         "",
         *_run(r, env),
         *_overview(targets(r)),
@@ -379,10 +379,8 @@ def findings(r: dict[str, Any]) -> list[str]:
         )
     if "w3" in r:
         out.append(
-            "- **Fairness.** SQLite's busy handler sleeps while a worker that has just committed"
-            " begins again, so one process takes nearly all (`plain`); `handoff` or a pause"
-            " between calls shares the lock. So with a second writer: keep the queue's file its"
-            " own."
+            "- **Fairness.** SQLite's busy handler sleeps while the worker that just committed"
+            " begins again, so one process takes nearly all (`plain`); `handoff` shares the lock."
         )
     if "pg" in r:
         out.append(pg_bench.says(r["pg"]))
@@ -392,7 +390,6 @@ def findings(r: dict[str, Any]) -> list[str]:
 NOTES = [
     "## Notes on method",
     "",
-    "Real files on disk, a throw-away PostgreSQL; setup at synchronous=NORMAL, measurements at"
-    " the durability each figure names. The machine is shared: read the ratios. No test"
-    " asserts a timing.",
+    "Real files, a throw-away PostgreSQL; setup at synchronous=NORMAL, measurements at the"
+    " durability each figure names. A shared machine: read the ratios.",
 ]

@@ -245,8 +245,9 @@ def test_alembic_md_command_blocks(tmp_path: Path) -> None:
 
 
 def test_the_documents_stay_at_human_size() -> None:
-    """README.md and ARCHITECTURE.md are read in one sitting; the rest goes to docs/."""
-    limits = {"README.md": 15_000, "ARCHITECTURE.md": 12_000}
+    """README.md, ARCHITECTURE.md and bench/RESULTS.md are read in one sitting; the rest goes
+    to docs/ (raw figures: bench/results.json)."""
+    limits = {"README.md": 15_000, "ARCHITECTURE.md": 12_000, "bench/RESULTS.md": 15_000}
     for doc, limit in limits.items():
         size = len((ROOT / doc).read_text())
         assert size <= limit, f"{doc} is {size} characters, over {limit}: move detail to docs/"
