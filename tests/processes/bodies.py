@@ -534,6 +534,30 @@ def overlaps(items: Iterable[Handling]) -> list[tuple[Handling, Handling]]:
     return bad
 
 
+def successors_too_early(items: Iterable[Handling]) -> list[tuple[Handling, Handling]]:
+    """Pairs (a handling of a message, a later message's handling that began before it ended),
+    both of one group under a live lease: every delivery of a message, redeliveries included,
+    must end before its successor's first one begins."""
+    by_group: dict[str, list[Handling]] = {}
+    for h in items:
+        if h.live:
+            by_group.setdefault(h.group, []).append(h)
+    bad = []
+    for hs in by_group.values():
+        hs.sort(key=lambda h: (h.seq, h.t1))
+        latest: Handling | None = None  # the latest-ending handling of the smaller seqs
+        i = 0
+        while i < len(hs):
+            same = [h for h in hs[i:] if h.seq == hs[i].seq]
+            if latest is not None:
+                bad += [(latest, h) for h in same if h.t1 <= latest.t2]
+            ends = max(same, key=lambda h: h.t2)
+            if latest is None or ends.t2 > latest.t2:
+                latest = ends
+            i += len(same)
+    return bad
+
+
 def first_handlings(items: Iterable[Handling]) -> dict[str, list[Handling]]:
     """Per group, the first handling of each message, in the order they happened."""
     by_group: dict[str, list[Handling]] = {}

@@ -302,6 +302,8 @@ def test_producers_and_workers_killed_at_random_moments_lose_nothing(
     # No group ever had two live leases at once.
     assert [h for h in handled if h.check.startswith("VIOLATION")] == []
     assert bodies.overlaps(handled) == []
+    # A redelivered message is done again before its successor in the group begins.
+    assert bodies.successors_too_early(handled) == []
 
     # Per-group order: first handlings follow publish order (and seq order).
     order = bodies.first_handlings(handled)

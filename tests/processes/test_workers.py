@@ -91,6 +91,8 @@ def test_worker_processes_drain_one_file_exactly_once_in_order(tmp_path: Path) -
     assert all(h.live for h in handled)
     assert [h for h in handled if h.check != "ok"] == []
     assert bodies.overlaps(handled) == []
+    # A redelivered message is done again before its successor in the group begins.
+    assert bodies.successors_too_early(handled) == []
 
     # FIFO per group: handlings in time order follow publish order (and seq order).
     order = bodies.first_handlings(handled)
