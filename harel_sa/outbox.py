@@ -119,7 +119,7 @@ class Outbox(Generic[E]):
     def cancel(self, connection: Connection | Session, key: str) -> bool:
         """Delete the waiting message with ``key`` in ``connection``'s transaction; whether
         there was one."""
-        checked = _key(key)
+        checked = validate.cancel_key(key)
         return bool(self._run(connection, lambda plan: plan.cancel(checked)))
 
     @traces.traced("ack")
@@ -237,7 +237,7 @@ class AsyncOutbox(Outbox[E]):
     async def cancel(  # type: ignore[override]
         self, connection: AsyncConnection | AsyncSession, key: str
     ) -> bool:
-        checked = _key(key)
+        checked = validate.cancel_key(key)
         return bool(await self._arun(connection, lambda plan: plan.cancel(checked)))
 
     @traces.traced_async("ack")
@@ -322,13 +322,6 @@ def _publishing_many(
 def _written(program: Clauses) -> Clauses:
     yield from program
     return True
-
-
-def _key(key: object) -> str:
-    checked = validate.key(key)
-    if checked is None:
-        raise InvalidArgumentTypeError("key must be a str, not NoneType")
-    return checked
 
 
 def sqlite_transactions(engine: Engine | AsyncEngine, *, busy_timeout: float = 5.0) -> None:

@@ -342,10 +342,7 @@ class Binder(Generic[E]):
         return self.backend.publish(rows) if due is None else self.backend.schedule(rows, due)
 
     def cancel(self, key: object) -> Bound[bool]:
-        checked = validate.key(key)
-        if checked is None:
-            raise InvalidArgumentTypeError("key must be a str, not NoneType")
-        return self.backend.cancel(checked)
+        return self.backend.cancel(validate.cancel_key(key))
 
     def claim(
         self,

@@ -125,6 +125,14 @@ def key(value: object) -> str | None:
     return None if value is None else identifier("key", value)
 
 
+def cancel_key(value: object) -> str:
+    """The key a ``cancel`` names: a :func:`key`, required."""
+    checked = key(value)
+    if checked is None:
+        raise InvalidArgumentTypeError("key must be a str, not NoneType")
+    return checked
+
+
 def on_key(value: object) -> bool:
     """``"keep"`` (``False``) or ``"replace"`` (``True``): what a keyed publish does to the
     waiting message with its key."""
