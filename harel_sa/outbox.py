@@ -31,7 +31,7 @@ from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Event, Lease
 from harel_sa.outbox_plans import Clauses, Plan, adrive, drive, plan_for, sync_executor
 from harel_sa.schema import DEFAULT_PREFIX, Names
-from harel_sa.seam import Query, message_row, message_rows, publish_due
+from harel_sa.seam import Query, message_row, message_rows, publish_due, publish_options
 
 
 class Outbox(Generic[E]):
@@ -294,9 +294,7 @@ def _publishing(
     """A publish's program, its arguments checked as the transports' :class:`Binder` checks
     them; it returns ``False`` only when a waiting keyed message took the publish."""
     row = message_row(event_type, group_id, event, priority, routing_key)
-    due = publish_due(delay, not_before)
-    keyed = validate.key(key)
-    replace = validate.on_key(on_key)
+    due, keyed, replace = publish_options(delay, not_before, key, on_key)
     if keyed is not None:
         return lambda plan: plan.publish_keyed(row, due, keyed, replace)
     if due is None:

@@ -99,6 +99,14 @@ def publish_due(delay: object, not_before: object) -> Due | None:
     return due
 
 
+def publish_options(
+    delay: object, not_before: object, key: object, on_key: object
+) -> tuple[Due | None, str | None, bool]:
+    """A publish's due time, key and ``on_key == "replace"``, checked (every backend's and the
+    outbox's publish)."""
+    return publish_due(delay, not_before), validate.key(key), validate.on_key(on_key)
+
+
 def claim_spec(
     event_type: type[BaseModel],
     worker_id: object,
@@ -322,9 +330,7 @@ class Binder(Generic[E]):
         row = message_row(self.options.event_type, group_id, event, priority, routing_key)
         if delay is None and not_before is None and key is None and on_key == "keep":
             return self.backend.publish([row])
-        due = publish_due(delay, not_before)
-        keyed = validate.key(key)
-        replace = validate.on_key(on_key)
+        due, keyed, replace = publish_options(delay, not_before, key, on_key)
         if keyed is not None:
             return self.backend.publish_keyed(row, due, keyed, replace)
         return self.backend.publish([row]) if due is None else self.backend.schedule([row], due)
