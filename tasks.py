@@ -25,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 PYPROJECT = ROOT / "pyproject.toml"
 # What the tests import: the docs test runs every block; tests/postgres needs psycopg.
-TEST_EXTRAS = "dev,harel,metrics,top,postgres,web,otel"
+TEST_EXTRAS = "dev,harel,metrics,top,postgres,web,otel,cron"
 # The extras whose lower bounds test-lowest pins with the runtime ones.
-LOWEST_EXTRAS = ("postgres", "web", "otel")
+LOWEST_EXTRAS = ("postgres", "web", "otel", "cron")
 
 
 class Env:

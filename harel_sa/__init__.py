@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         Stats,
     )
     from harel_sa.outbox import AsyncOutbox, Outbox
+    from harel_sa.periodic import Periodic
     from harel_sa.postgres.aio import AsyncPostgresTransport
     from harel_sa.postgres.transport import PostgresTransport
     from harel_sa.schema import HEAD_REVISION, Names, metadata, schema_for
@@ -61,6 +62,7 @@ _HOMES = {
     "Stats": "harel_sa.models",
     "Outbox": "harel_sa.outbox",
     "AsyncOutbox": "harel_sa.outbox",
+    "Periodic": "harel_sa.periodic",
     "HEAD_REVISION": "harel_sa.schema",
     "Names": "harel_sa.schema",
     "metadata": "harel_sa.schema",
@@ -117,6 +119,7 @@ __all__ = [
     "Names",
     "NotADatabaseError",
     "Outbox",
+    "Periodic",
     "PostgresTransport",
     "PriorityBucket",
     "QueuedMessage",

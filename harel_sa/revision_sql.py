@@ -160,6 +160,18 @@ REVISIONS: tuple[tuple[str, tuple[DDL, ...]], ...] = (
             ),
         ),
     ),
+    (
+        "harel_sa_0008",
+        (
+            DDL(
+                "CREATE TABLE IF NOT EXISTS {p}_transport_periodic (\n"
+                "    name TEXT NOT NULL,\n"
+                "    tick_at REAL NOT NULL,\n"
+                "    PRIMARY KEY (name)\n"
+                ")"
+            ),
+        ),
+    ),
 )
 
 #: A PostgreSQL step: one statement run alone, or a tuple of statements run as one transaction.
@@ -298,6 +310,16 @@ POSTGRESQL_REVISIONS: tuple[tuple[str, tuple[OnlineStep, ...]], ...] = (
             "ALTER TABLE {p}_transport_messages ADD COLUMN IF NOT EXISTS message_key TEXT",
             "CREATE INDEX CONCURRENTLY IF NOT EXISTS {p}_transport_messages_by_key ON "
             "{p}_transport_messages (message_key) WHERE message_key IS NOT NULL",
+        ),
+    ),
+    (
+        "harel_sa_0008",
+        (
+            "CREATE TABLE IF NOT EXISTS {p}_transport_periodic (\n"
+            "    name TEXT NOT NULL,\n"
+            "    tick_at DOUBLE PRECISION NOT NULL,\n"
+            "    PRIMARY KEY (name)\n"
+            ")",
         ),
     ),
 )

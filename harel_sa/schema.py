@@ -38,7 +38,7 @@ from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 MAX_PRIORITY = 4
 
 #: The newest harel_sa Alembic revision; a test holds it equal to the revisions' head.
-HEAD_REVISION = "harel_sa_0007"
+HEAD_REVISION = "harel_sa_0008"
 
 DEFAULT_PREFIX = "harel"
 
@@ -110,6 +110,11 @@ class Names:
         return f"{self.messages}_by_key"
 
     @property
+    def periodic(self) -> str:
+        """Each periodic schedule's last published tick (0008; :class:`harel_sa.Periodic`)."""
+        return f"{self.prefix}_transport_periodic"
+
+    @property
     def groups_by_last_claimed(self) -> str:
         return f"{self.groups}_by_last_claimed"
 
@@ -141,7 +146,7 @@ class Names:
 
     @property
     def tables(self) -> tuple[str, ...]:
-        return (self.messages, self.groups, self.dead, self.scheduled)
+        return (self.messages, self.groups, self.dead, self.scheduled, self.periodic)
 
 
 def migration_lock(names: Names) -> int:
@@ -161,6 +166,7 @@ class Schema:
     groups: Table
     dead: Table
     scheduled: Table
+    periodic: Table
 
 
 def schema_for(prefix: str = DEFAULT_PREFIX) -> Schema:
@@ -220,6 +226,14 @@ def _schema(prefix: str) -> Schema:
         Column("routing_key", Text),
         Column("message_key", Text),
         sqlite_autoincrement=True,
+    )
+    # Each periodic schedule's last published tick (0008): a tick's publish writes it in the
+    # same transaction, only when it is older, so a tick is published once across workers.
+    periodic = Table(
+        names.periodic,
+        md,
+        Column("name", Text, primary_key=True),
+        Column("tick_at", TIME, nullable=False),
     )
     # The due ones first: a claim's probe is one step of this index, however many wait.
     # SQLite's entries end with the rowid (the seq); PostgreSQL's name it.
@@ -291,7 +305,7 @@ def _schema(prefix: str) -> Schema:
         ).ddl_if(dialect="postgresql")
     Index(names.messages_by_group, messages.c.group_id, messages.c.seq)
     Index(names.dead_by_group, dead.c.group_id, dead.c.seq)
-    return Schema(names, md, messages, groups, dead, scheduled)
+    return Schema(names, md, messages, groups, dead, scheduled, periodic)
 
 
 def on_dialect(item: Column[Any] | Index, dialect: str) -> bool:

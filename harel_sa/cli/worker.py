@@ -153,6 +153,15 @@ SETTINGS = (
         "with --batch: how long an ack waits for others to share its commit (0: none)",
         "S",
     ),
+    Setting(
+        "--periodic",
+        "HAREL_SA_PERIODIC",
+        lambda t: [k.strip() for k in t.split(",") if k.strip()],
+        None,
+        "publish the harel_sa.Periodic schedules MODULE:ATTR names (a list of them, or one; "
+        "repeat the flag; the variable is comma-separated)",
+        "MODULE:ATTR",
+    ),
     Setting("--log-level", "HAREL_SA_LOG_LEVEL", _choice(logs.LEVELS), "INFO", "log level", "L"),
     Setting("--log-format", "HAREL_SA_LOG_FORMAT", _choice(logs.FORMATS), "text", "text|json", "F"),
     Setting(
@@ -186,7 +195,7 @@ def register(commands: Commands) -> None:
             dest=s.dest,
             metavar=s.metavar,
             type=s.parse,
-            action="append" if s.flag == "--routing-key" else "store",
+            action="append" if s.flag in ("--routing-key", "--periodic") else "store",
             default=None,
             help=f"{s.help} (env {s.env}{default})",
         )
@@ -203,8 +212,9 @@ def settings(args: argparse.Namespace, environ: dict[str, str] | None = None) ->
     """Each setting from its flag, else its environment variable, else its default."""
     env = os.environ if environ is None else environ
     given = {s.dest: getattr(args, s.dest) for s in SETTINGS}
-    if given["routing_key"] is not None:  # repeated flags: a list of lists
-        given["routing_key"] = [k for keys in given["routing_key"] for k in keys]
+    for repeated in ("routing_key", "periodic"):  # repeated flags: a list of lists
+        if given[repeated] is not None:
+            given[repeated] = [k for keys in given[repeated] for k in keys]
     flag_db = given["db"] is not None or given["url"] is not None
     values: dict[str, Any] = {}
     for s in SETTINGS:
@@ -221,15 +231,17 @@ def settings(args: argparse.Namespace, environ: dict[str, str] | None = None) ->
     return values
 
 
-def load(path: str, debug: bool = False) -> Callable[..., Any]:
-    """The callable ``MODULE:ATTR[.ATTR...]`` names, or a one-line usage error."""
+def load(path: str, debug: bool = False, what: str = "handler") -> Callable[..., Any]:
+    """The callable ``MODULE:ATTR[.ATTR...]`` names, or a one-line usage error (``what`` is
+    not ``"handler"``: the object, callable or not)."""
+    form = "MODULE:CALLABLE" if what == "handler" else "MODULE:ATTR"
     module_name, sep, attr = path.partition(":")
     if not (sep and module_name and attr):
-        raise CliError(f"the handler must be given as MODULE:CALLABLE, not {path!r}")
+        raise CliError(f"the {what} must be given as {form}, not {path!r}")
     if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
         dotted = module_name.removesuffix(".py").strip("./\\").replace("/", ".")
         raise CliError(
-            f"the handler is MODULE:CALLABLE, a module name importable from here, not a file "
+            f"the {what} is {form}, a module name importable from here, not a file "
             f"path: {dotted}:{attr}, not {path!r}"
         )
     if os.getcwd() not in sys.path:
@@ -245,9 +257,31 @@ def load(path: str, debug: bool = False) -> Callable[..., Any]:
             found = getattr(found, part)
         except AttributeError:
             raise CliError(f"{module_name} has no {attr!r}") from None
-    if not callable(found):
+    if what == "handler" and not callable(found):
         raise CliError(f"{path} is a {type(found).__name__}, not a callable")
     return found  # type: ignore[no-any-return]
+
+
+def load_periodic(paths: list[str], debug: bool = False) -> list[Any]:
+    """The :class:`~harel_sa.Periodic` schedules ``--periodic`` names, each ``MODULE:ATTR`` a
+    list of them (or one), or a one-line usage error."""
+    from harel_sa.periodic import Periodic
+
+    found: list[Any] = []
+    for path in paths:
+        value = load(path, debug, what="--periodic schedule list")
+        items = [value] if isinstance(value, Periodic) else value
+        if isinstance(items, str | bytes) or not isinstance(items, list | tuple):
+            raise CliError(
+                f"--periodic {path} is a {type(value).__name__}, not a list of harel_sa.Periodic"
+            )
+        for item in items:
+            if not isinstance(item, Periodic):
+                raise CliError(
+                    f"--periodic {path} holds a {type(item).__name__}, not a harel_sa.Periodic"
+                )
+        found += items
+    return found
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -270,6 +304,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     }
     if given["worker_id"] is not None:
         options["worker_id"] = given["worker_id"]
+    if given["periodic"]:
+        options["periodic"] = load_periodic(given["periodic"], args.debug)
     run = {"max_messages": args.max_messages, "until_empty": args.until_empty}
     with ExitStack() as stack:
         if given["metrics_port"] is not None:

@@ -17,6 +17,7 @@ from typing import Any, TypedDict
 
 from harel_sa import validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
+from harel_sa.periodic import Periodic, schedules
 from harel_sa.worker.observe import Observer
 
 #: A worker's ``max_deliveries`` unless told otherwise: a message is handled at most this many
@@ -78,6 +79,9 @@ class WorkerOptions:
     them; after a handler quicker than 50 microseconds whose slot goes on to the next lease,
     until that lease's handler returns, or 10 ms should it turn slow), and a handler's ack counts
     only once its batch committed. See :attr:`batching`.
+
+    ``periodic``: :class:`~harel_sa.Periodic` schedules this worker publishes while it runs
+    (each tick once across every worker carrying the schedule); two with one name raise.
     """
 
     worker_id: str = field(default_factory=default_worker_id)
@@ -92,6 +96,7 @@ class WorkerOptions:
     observer: Observer = field(default_factory=Observer)
     batch: int = 1
     ack_wait: float = DEFAULT_ACK_WAIT
+    periodic: tuple[Periodic, ...] = ()
 
     def __post_init__(self) -> None:
         validate.worker_id(self.worker_id)
@@ -114,6 +119,7 @@ class WorkerOptions:
                 f"ack_wait ({self.ack_wait:g}s) must be shorter than visibility "
                 f"({self.visibility:g}s): a lease waiting for its ack is not extended"
             )
+        object.__setattr__(self, "periodic", schedules(self.periodic))
 
     @property
     def batching(self) -> bool:
@@ -147,6 +153,7 @@ class WorkerOptions:
             f"min_priority={self.min_priority} routing_keys={keys} "
             f"max_deliveries={self.max_deliveries} grace={self.grace:g}s"
             + (f" batch={self.batch} ack_wait={self.ack_wait:g}s" if self.batching else "")
+            + (f" periodic={','.join(p.name for p in self.periodic)}" if self.periodic else "")
         )
 
 
@@ -166,6 +173,7 @@ class WorkerKwargs(TypedDict, total=False):
     observer: Observer
     batch: int
     ack_wait: float
+    periodic: Iterable[Periodic]
     handle_signals: bool
 
 

@@ -29,6 +29,7 @@ from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
 from harel_sa.worker.runstate import RunState, WorkerStats
 from harel_sa.worker.steps import Routine
 from harel_sa.worker.threads import SIGNALS, _both, on_main_thread
+from harel_sa.worker.ticker import AsyncTicker
 
 if TYPE_CHECKING:
     from harel_sa.worker.operations import AsyncWorkerTransport, WorkerTransport
@@ -93,6 +94,8 @@ class AsyncWorker(Generic[E]):
         self._run = run
         twin = self._twin()
         beat = self._heartbeat(run, loop, twin)
+        periodic = self.options.periodic
+        ticker = AsyncTicker(self.transport, periodic) if periodic else None
         run.started(self.transport.database, self.transport.prefix, "asyncio tasks")
         try:
             with _loop_signals(self.handle_signals, loop, run):
@@ -102,9 +105,13 @@ class AsyncWorker(Generic[E]):
                     for program in programs.team(run, batches)
                 ]
                 beat.start()
+                if ticker is not None:
+                    ticker.start()
                 await self._drive(programs.supervise(run))
         finally:
             self._finished.set()
+            if ticker is not None:
+                await ticker.stop()
             beat.stop()
             await asyncio.to_thread(beat.join)
             if twin is not None:

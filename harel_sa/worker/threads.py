@@ -27,6 +27,7 @@ from harel_sa.worker.heartbeat import Heartbeat
 from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
 from harel_sa.worker.runstate import RunState, WorkerStats
 from harel_sa.worker.steps import Routine
+from harel_sa.worker.ticker import Ticker
 
 if TYPE_CHECKING:
     from harel_sa.worker.operations import WorkerTransport
@@ -97,6 +98,7 @@ class Worker(Generic[E]):
             batches.on_start = lambda slots: self._start_slots(run, batches, slots)
         self._run = run
         beat = Heartbeat(run, lambda lease: self.transport.extend(lease, self.options.visibility))
+        ticker = Ticker(self.transport, self.options.periodic) if self.options.periodic else None
         run.started(self.transport.database, self.transport.prefix, "threads")
         try:
             with _signals(self.handle_signals, run):
@@ -105,9 +107,13 @@ class Worker(Generic[E]):
                 for program in programs.team(run, batches):
                     self._slots.append(self._start(run, program))
                 beat.start()
+                if ticker is not None:
+                    ticker.start()
                 self._drive(programs.supervise(run))
         finally:
             self._finished.set()
+            if ticker is not None:
+                ticker.stop()
             beat.stop()
             beat.join()
             self._run = None

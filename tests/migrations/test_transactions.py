@@ -37,8 +37,8 @@ BOOM = textwrap.dedent(
     import sqlalchemy as sa
     from alembic import op
 
-    revision = "harel_sa_0008"
-    down_revision = "harel_sa_0007"
+    revision = "harel_sa_0009"
+    down_revision = "harel_sa_0008"
     branch_labels = None
     depends_on = None
 
@@ -58,12 +58,12 @@ BOOM = textwrap.dedent(
 
 @pytest.fixture
 def broken_scripts(tmp_path: Path) -> Path:
-    """A copy of harel_sa's migrations directory with a failing ``harel_sa_0008`` on top."""
+    """A copy of harel_sa's migrations directory with a failing ``harel_sa_0009`` on top."""
     copy = tmp_path / "broken_migrations"
     shutil.copytree(
         REPO / "migrations", copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
     )
-    (copy / "versions" / "harel_sa_0008_boom.py").write_text(BOOM)
+    (copy / "versions" / "harel_sa_0009_boom.py").write_text(BOOM)
     return copy
 
 
@@ -146,6 +146,7 @@ REVISIONS = [
     ("harel_sa_0005", "harel_sa_0004"),
     ("harel_sa_0006", "harel_sa_0005"),  # nothing on SQLite: no crash point
     ("harel_sa_0007", "harel_sa_0006"),
+    ("harel_sa_0008", "harel_sa_0007"),
 ]
 CRASHES = [
     (rev, down, k) for rev, down in REVISIONS for k in range(1, len(_statements_of(rev, down)) + 1)

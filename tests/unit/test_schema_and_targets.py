@@ -88,7 +88,11 @@ def test_the_metadata_holds_the_design_tables_and_indexes() -> None:
         "p_transport_groups",
         "p_transport_dead",
         "p_transport_scheduled",
+        "p_transport_periodic",
     }
+    periodic = md.tables["p_transport_periodic"]
+    assert [c.name for c in periodic.c] == ["name", "tick_at"]
+    assert [c.name for c in periodic.primary_key] == ["name"] and not periodic.indexes
     groups = md.tables["p_transport_groups"]
     common = ["group_id", "last_claimed_at", "priority", "routing_key"]
     assert [c.name for c in groups.c if on_dialect(c, "sqlite")] == common

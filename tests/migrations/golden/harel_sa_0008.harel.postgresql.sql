@@ -1,0 +1,26 @@
+BEGIN;
+
+-- Running upgrade harel_sa_0007 -> harel_sa_0008
+
+COMMIT;
+
+SET lock_timeout = '1s';
+
+SET statement_timeout = '15min';
+
+CREATE TABLE IF NOT EXISTS harel_transport_periodic (
+    name TEXT NOT NULL,
+    tick_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (name)
+);
+
+RESET lock_timeout;
+
+RESET statement_timeout;
+
+BEGIN;
+
+UPDATE harel_transport_alembic_version SET version_num='harel_sa_0008' WHERE harel_transport_alembic_version.version_num = 'harel_sa_0007';
+
+COMMIT;
+
