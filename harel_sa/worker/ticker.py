@@ -58,10 +58,11 @@ class _Schedules:
                 found.append((schedule, tick, tick < self.started))
         return found
 
-    def handled(self, schedule: Periodic, tick: float, published: bool) -> None:
+    def handled(self, schedule: Periodic, tick: float, published: bool, catch_up: bool) -> None:
         self.done[schedule.name] = tick
         if published:
-            log.info("periodic %s: published the tick of %s", schedule.name, schedule.at(tick))
+            what = "catch-up tick" if catch_up else "tick"
+            log.info("periodic %s: published the %s of %s", schedule.name, what, schedule.at(tick))
 
     def failed(self, schedule: Periodic, error: Exception, keep_going: bool) -> None:
         """A tick's publish raised: raised again, or (``keep_going``: the worker's loop)
@@ -105,7 +106,7 @@ class Ticker(_Schedules):
             except Exception as error:
                 self.failed(schedule, error, keep_going)
                 continue
-            self.handled(schedule, tick, wrote)
+            self.handled(schedule, tick, wrote, catch_up)
             if wrote:
                 published.append((schedule.name, tick))
         return published
@@ -145,7 +146,7 @@ class AsyncTicker(_Schedules):
             except Exception as error:
                 self.failed(schedule, error, keep_going)
                 continue
-            self.handled(schedule, tick, wrote)
+            self.handled(schedule, tick, wrote, catch_up)
             if wrote:
                 published.append((schedule.name, tick))
         return published
