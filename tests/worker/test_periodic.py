@@ -45,7 +45,7 @@ def test_workers_publish_each_tick_once_and_handle_it(tmp_path: Path) -> None:
 
     def handle(lease: Lease[Event]) -> None:
         with lock:
-            handled.append(lease.event.data["at"])
+            handled.append(lease.event.data.get("at", -1.0))
 
     with (
         SqliteTransport(tmp_path / "q.db", clock=clock) as a,
@@ -59,6 +59,13 @@ def test_workers_publish_each_tick_once_and_handle_it(tmp_path: Path) -> None:
         for t in threads:
             t.start()
         try:
+            # Each worker handled a message: its ticker started (at 1_000_005), so 1_000_010
+            # is no tick from before it started.
+            for q in (a, b):
+                q.publish("warm-up", Event(kind="warm-up"))
+            wait_until(lambda: len(handled) == 2, "both workers running")
+            assert workers[0].options.periodic == (EVERY,)
+            handled.clear()
             for n in range(1, 6):
                 clock.advance(10)
                 wait_until(lambda n=n: len(handled) >= n, f"tick {n} handled")  # type: ignore[misc]
@@ -80,7 +87,7 @@ def test_a_worker_started_after_a_gap_publishes_one_catch_up_tick(tmp_path: Path
         first = ticker.Ticker(q, [EVERY])
         clock.advance(10)
         assert first.step() == [("beat", 1_000_010.0)]
-        clock.advance(95)  # no worker for 95 s: nine ticks missed
+        clock.advance(95.5)  # no worker for 95.5 s: nine ticks missed
         worker = Worker(
             q, lambda lease: None, handle_signals=False, min_priority=4, periodic=[EVERY]
         )
@@ -100,13 +107,18 @@ def test_an_async_worker_publishes_its_ticks(tmp_path: Path) -> None:
     handled: list[float] = []
 
     async def handle(lease: Lease[Event]) -> None:
-        handled.append(lease.event.data["at"])
+        handled.append(lease.event.data.get("at", -1.0))
 
     async def main() -> None:
         q = await AsyncSqliteTransport.create(tmp_path / "q.db", clock=clock)
         worker = AsyncWorker(q, handle, handle_signals=False, poll_interval=0.005, periodic=[EVERY])
         running = asyncio.create_task(worker.run())
         try:
+            await q.publish("warm-up", Event(kind="warm-up"))
+            async with asyncio.timeout(HANG):
+                while not handled:  # the worker runs: its ticker started
+                    await asyncio.sleep(0.005)
+            handled.clear()
             for n in range(1, 4):
                 clock.advance(10)
                 async with asyncio.timeout(HANG):
