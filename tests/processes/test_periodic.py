@@ -36,13 +36,18 @@ TOGETHER = 4.5  # seconds the three processes run side by side
 GAP = 3.0  # seconds no process runs
 
 
-def start(target: str) -> subprocess.Popen[str]:
+def start(target: str, count: int = 1) -> list[subprocess.Popen[str]]:
+    """``count`` worker processes, started together; returns once each is ready."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", BODY, target], stdout=subprocess.PIPE, text=True, env=env
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    return proc
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", BODY, target], stdout=subprocess.PIPE, text=True, env=env
+        )
+        for _ in range(count)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return procs
 
 
 def stop(procs: list[subprocess.Popen[str]]) -> list[str]:
@@ -67,7 +72,7 @@ def consecutive(seconds: list[float]) -> bool:
 
 
 def run(target: str, q: Any) -> None:
-    procs = [start(target) for _ in range(3)]
+    procs = start(target, 3)
     time.sleep(TOGETHER)
     stop(procs)
     together = ticks(q)
@@ -83,7 +88,7 @@ def run(target: str, q: Any) -> None:
     while len(ticks(q)) == len(together):
         assert time.monotonic() < deadline, "no catch-up tick"
         time.sleep(0.05)
-    logged = [line for line in stop([one]) if line.startswith("periodic beat: published")]
+    logged = [line for line in stop(one) if line.startswith("periodic beat: published")]
     after = ticks(q)[len(together) :]
     # One tick for the gap: the last due when the worker came back (its first publish, a
     # catch-up), none of the missed ones before it; then on, every tick again.
