@@ -27,7 +27,7 @@ from harel_sa.seam import Bound, message_row
 EventOrFactory = BaseModel | Callable[[datetime], BaseModel]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed as itself: its event may not hash
 class Periodic:
     """Publish ``event`` to ``group_id`` at each tick of a schedule: ``every`` seconds (a
     number or a ``timedelta``; ticks at the multiples of it since the epoch) or ``cron`` (a
