@@ -52,16 +52,17 @@ class Batcher:
     def take_turn(self) -> bool:
         return self._turn.acquire(blocking=False)
 
-    def let_go(self, now: float) -> bool:
+    def let_go(self, now: float, taking: int = 0) -> bool:
         """Give the turn back, the exchange armed; ring the batcher's routine when it sleeps
-        past what is now due. ``True``: the acks came due meanwhile (take it again)."""
+        past what is now due (``taking``: leases waiting that the holder takes itself next).
+        ``True``: the acks came due meanwhile (take it again)."""
         if self.acks:
             ring_at = min(self.out, self.size - len(self.acks))
         elif self.wake.quick and self.out and not self.run.stopping:
             ring_at = min(self.out, self.size)  # its watch sees a first ack held back
         else:
             ring_at = 1
-        wanted = self.wake_by(now)
+        wanted = self.wake_by(now, taking)
         self._turn.release()
         if wanted < self.asleep_until:
             self.exchange.ring()
@@ -158,7 +159,7 @@ class Batcher:
         """``batch`` will not be sent: its acks are lost, its claim given back."""
         self.run.landed(batch.leases, (False,) * len(batch.leases), batch.name, (), batch.limit)
 
-    def wake_by(self, now: float) -> float:
+    def wake_by(self, now: float, taking: int = 0) -> float:
         """When the batcher's routine must look again at the latest: the oldest ack's
         ``ack_wait``, the idle poll's end, its watch, or a guard."""
         run = self.run
@@ -171,7 +172,8 @@ class Batcher:
         else:
             until = now + LONG
         ex = self.exchange
-        watch = self.wake.watch(ex.waiting_leases(), ex.woken, ex.moved_at, now, self.out)
+        waiting = ex.waiting_leases() - taking
+        watch = self.wake.watch(waiting, ex.woken, ex.moved_at, now, self.out)
         return until if watch is None else min(until, now + max(watch, 0.001))
 
     def sleep(self, now: float) -> WaitBell | None:
@@ -192,6 +194,11 @@ class Batcher:
         )
         self.asleep_until = until = self.wake_by(now)
         return WaitBell(max(until - now, 0.0), idle=idle)
+
+    def stop(self) -> None:
+        """The run stops: no lease waiting is handed out any more; the routine looks."""
+        self.exchange.halt()
+        self.exchange.ring()
 
     def close(self) -> None:
         """The batcher ends: the waiting slots end too."""
@@ -233,7 +240,7 @@ def turn(run: RunState, b: Batcher) -> Generator[Action, None, None]:
     """A slot's turn (taken): send the acks due, let go, and again should more come due."""
     while True:
         yield from sends(run, b, by_slot=True)
-        if not b.let_go(b.exchange.clock()) or not b.take_turn():
+        if not b.let_go(b.exchange.clock(), taking=1) or not b.take_turn():
             return
 
 

@@ -47,16 +47,15 @@ def team(
     which rings the driver's bell (``ring``) and wakes waiting slots (``wake``)."""
     if not run.options.batching:
         return [slot(run) for _ in range(run.options.concurrency)], _nothing
-    exchange = Exchange(ring, time.monotonic)
-    owner = Batcher(run, exchange, Wake())
+    owner = Batcher(run, Exchange(ring, time.monotonic), Wake())
     owner.on_wake = wake
-    slots = [batching_slot(run, exchange, owner) for _ in range(run.options.concurrency)]
+    return batching(run, owner), owner.stop
 
-    def on_stop() -> None:
-        exchange.halt()
-        ring()
 
-    return [batcher(run, owner), *slots], on_stop
+def batching(run: RunState, owner: Batcher) -> list[Routine]:
+    """A batching run's routines: the batcher's, then ``concurrency`` slots."""
+    slots = [batching_slot(run, owner.exchange, owner) for _ in range(run.options.concurrency)]
+    return [batcher(run, owner), *slots]
 
 
 def slot(run: RunState) -> Routine:

@@ -37,10 +37,11 @@ class Wake:
         self, waiting: int, woken: int, moved_at: float, now: float, out: int
     ) -> float | None:
         """After quick handlers, with ``out`` leases out: how long the batcher may sleep and
-        still see in time a lease that waits, or acks that a slow handler holds back (no slot
-        tells it of them before its batch is whole). ``None``: it need not watch."""
-        if not self.quick or not out:
+        still see in time a lease that waits, or acks that a slow handler holds back (with
+        more than one lease out, no slot tells it of them before its batch is whole).
+        ``None``: it need not watch."""
+        if not self.quick:
             return None
         if waiting > woken:
             return max(moved_at + STALL - now, 0.0)
-        return STALL
+        return STALL if out > 1 else None
