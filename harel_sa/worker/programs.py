@@ -1,13 +1,10 @@
-"""The worker's programs, written once for both drivers: a slot and the supervisor; with
-batching, a batching slot and the batcher instead of the slots (:func:`team`).
+"""The worker's programs, written once for both drivers: the slots and the supervisor; with
+batching, batching slots and the batcher's routine (:func:`team`).
 
 A program is a generator of :mod:`~harel_sa.worker.steps`; it asks
 :class:`~harel_sa.worker.runstate.RunState` (and a batching run's
-:class:`~harel_sa.worker.batches.Batches`) what follows each result and yields what to do
-next. It never touches the database, the handler or a thread: a driver performs its steps. An
-idle worker waits in one of two places: a slot's :func:`claim` after a claim found nothing
-(``Wait(poll_interval, wake_on_stop=True)``), or the batcher's ``WaitBell(..., idle=True)`` after a
-claim found fewer messages than it asked for.
+:class:`~harel_sa.worker.batcher.Batcher`) what follows each result and yields what to do
+next. It never touches the database, the handler or a thread: a driver performs its steps.
 """
 
 from __future__ import annotations

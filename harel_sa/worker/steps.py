@@ -297,9 +297,9 @@ class WaitBell:
 
 @dataclass(slots=True)
 class Take:
-    """A batching slot found the tray empty: wait until the run wakes it (leases were put in
-    the tray, the batcher ended, or a stop). Wake-ups are counted, not flags: one given
-    before the wait ends it at once, and each ends one wait."""
+    """A batching slot found no lease waiting: wait until the batcher wakes it (leases came,
+    or it ended). Wake-ups are counted, not flags: one given before the wait ends it at once,
+    and each ends one wait."""
 
     def sync(self, d: SyncDriver) -> None:
         d.wait_woken()

@@ -236,8 +236,8 @@ class AsyncWorker(Generic[E]):
 class AsyncBell:
     """The batcher's bell: rung on the loop, waited for by the batcher alone, up to a timeout.
 
-    While it watches the tray the batcher waits up to every ``STALL`` seconds
-    (:mod:`~harel_sa.worker.batches`), so a wait costs one future and one timer, and its
+    While it watches the batcher waits up to every ``STALL`` seconds
+    (:mod:`~harel_sa.worker.wake`), so a wait costs one future and one timer, and its
     timeout raises nothing (``asyncio.timeout`` raises and catches an error at each)."""
 
     def __init__(self) -> None:
