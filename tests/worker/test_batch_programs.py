@@ -170,9 +170,11 @@ def test_acks_are_gathered_into_one_batch_counted_only_once_it_committed() -> No
 def test_an_ack_is_sent_once_it_waited_ack_wait_with_the_claim_for_its_slot() -> None:
     options = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=0.5)
     team = Team(options)
-    team.answer(team.batch(), (), lease(1), lease(2), lease(3))
+    assert isinstance(team.answer(team.batch(), (), lease(1), lease(2), lease(3)), WaitBell)
     team.drive()
-    assert isinstance(team.finish(1, seconds=SLOW), Take)
+    team.rang = 0
+    assert isinstance(team.finish(1, seconds=0.1), Take)  # it took the turn: not due yet
+    assert team.rang == 1  # the routine, asleep for longer than that ack may wait, is told
     wait = next(team.batcher)
     assert isinstance(wait, WaitBell) and wait.seconds == pytest.approx(0.5)
     team.clock.advance(0.5)
