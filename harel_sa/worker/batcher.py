@@ -1,15 +1,12 @@
-"""A batching run's batcher: the one owner of its batch state, and the program that sends it.
+"""A batching run's batcher: the one owner of its batch state, and its routine.
 
-With :attr:`~harel_sa.worker.WorkerOptions.batching` the batcher makes every ack and claim of
-the run. It claims up to ``batch`` leases for the free slots (``claim_many``) and puts them in
-the :class:`~harel_sa.worker.exchange.Exchange`; it collects the acks the slots give back and
-sends them fused with the claim for the slots they free (``ack_many_and_claim_many``) once they
-are due: no lease out is still with a handler, ``batch`` acks wait, the oldest waited
-``ack_wait``, or the run stops. Nacks and dead letters are single calls, made by their slot.
-
-Its state is touched only by the holder of its *turn*: the batcher's own routine (woken by its
-bell and its timers), or the slot whose ack made the acks due with no lease left for it, which
-sends them itself rather than wake a thread. Whoever lets go of the turn looks once more.
+It claims up to ``batch`` leases for the free slots (``claim_many``) into the
+:class:`~harel_sa.worker.exchange.Exchange`, collects the acks the slots give back, and sends
+them fused with the claim for the slots they free (``ack_many_and_claim_many``) once due: no
+lease out is still with a handler, ``batch`` acks wait, the oldest waited ``ack_wait``, or the
+run stops. Nacks and dead letters are single calls, made by their slot. The state is touched
+only by the holder of the *turn*: the routine (its bell, its timers), or the slot whose ack made
+the acks due with no lease left for it, which sends them itself rather than wake a thread.
 """
 
 from __future__ import annotations
