@@ -125,7 +125,7 @@ class WorkerOptions:
     def batching(self) -> bool:
         """Whether runs batch: ``batch`` and ``concurrency`` both above 1 (with one slot there
         is nothing to gather, and the fused ``ack_and_claim`` is already one commit a message).
-        Batching costs one more thread (task) and a hand-off per message, which a deep single
+        Batching costs one more thread (task) and the batch's bookkeeping, which a deep single
         group (one message in flight, so one a batch) pays without gaining anything."""
         return min(self.batch, self.concurrency) > 1
 

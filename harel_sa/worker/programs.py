@@ -1,24 +1,22 @@
-"""The worker's programs, written once for both drivers: a slot and the supervisor; with
-batching, a batching slot and the batcher instead of the slots (:func:`team`).
+"""The worker's programs, written once for both drivers: the slots and the supervisor; with
+batching, batching slots and the batcher's routine (:func:`team`).
 
 A program is a generator of :mod:`~harel_sa.worker.steps`; it asks
 :class:`~harel_sa.worker.runstate.RunState` (and a batching run's
-:class:`~harel_sa.worker.batches.Batches`) what follows each result and yields what to do
-next. It never touches the database, the handler or a thread: a driver performs its steps. An
-idle worker waits in one of two places: a slot's :func:`claim` after a claim found nothing
-(``Wait(poll_interval, wake_on_stop=True)``), or the batcher's ``WaitBell(..., idle=True)`` after a
-claim found fewer messages than it asked for.
+:class:`~harel_sa.worker.batcher.Batcher`) what follows each result and yields what to do
+next. It never touches the database, the handler or a thread: a driver performs its steps.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from harel_sa.events import Lease
-from harel_sa.worker.batches import Batches, Sleep, Waiting
-from harel_sa.worker.operations import Batch, Claim, Done, Nack, Operation, Sent
+from harel_sa.worker.batcher import Batcher, batcher, turn
+from harel_sa.worker.exchange import WAIT, Exchange
+from harel_sa.worker.operations import Claim, Done, Nack, Operation
 from harel_sa.worker.runstate import RunState
 from harel_sa.worker.steps import (
     Abandon,
@@ -26,31 +24,35 @@ from harel_sa.worker.steps import (
     Handle,
     Perform,
     Routine,
-    SendBatch,
     Serve,
     Take,
     Wait,
-    WaitBell,
     WaitSlots,
 )
+from harel_sa.worker.wake import Wake
 
 POLL = 0.05  # how often the supervisor looks at the slots and the grace
 TAKE = Take()  # no state: one for every wait of every slot
 
 
-def team(run: RunState, batches: Batches | None) -> list[Routine]:
+def team(
+    run: RunState, ring: Callable[[], None], wake: Callable[[int], None]
+) -> tuple[list[Routine], Callable[[], None]]:
     """The routines a run's driver starts beside the supervisor, each on a thread or task of
-    its own: ``concurrency`` slots; with ``batches``, the batcher, and a :func:`batching_slot`
-    each time it starts one (``Batches.on_start``, up to ``concurrency``)."""
-    if batches is None:
-        return [slot(run) for _ in range(run.options.concurrency)]
-    return [batcher(run, batches)]
+    its own, and what a stop must also do. ``concurrency`` slots; with batching
+    (:attr:`WorkerOptions.batching <harel_sa.worker.WorkerOptions.batching>`) the batcher too,
+    which rings the driver's bell (``ring``) and wakes waiting slots (``wake``)."""
+    if not run.options.batching:
+        return [slot(run) for _ in range(run.options.concurrency)], _nothing
+    owner = Batcher(run, Exchange(ring, time.monotonic), Wake())
+    owner.on_wake = wake
+    return batching(run, owner), owner.stop
 
 
-def batches_for(run: RunState) -> Batches | None:
-    """A batching run's shared state (:attr:`WorkerOptions.batching
-    <harel_sa.worker.WorkerOptions.batching>`), else ``None``."""
-    return Batches(run) if run.options.batching else None
+def batching(run: RunState, owner: Batcher) -> list[Routine]:
+    """A batching run's routines: the batcher's, then ``concurrency`` slots."""
+    slots = [batching_slot(run, owner.exchange, owner) for _ in range(run.options.concurrency)]
+    return [batcher(run, owner), *slots]
 
 
 def slot(run: RunState) -> Routine:
@@ -116,74 +118,35 @@ def settle(run: RunState, op: Operation) -> Generator[Action, None, Lease[Any] |
         op = retry
 
 
-def batching_slot(run: RunState, batches: Batches) -> Routine:
-    """A slot of a batching run, started at its first wake-up: take the next lease from the
-    batcher's tray (waiting for a wake-up while it is empty), handle it, hand an ack back (a
-    nack or a dead letter it sends itself); when its ack makes the gathered acks due, send
-    them itself, fused with the claim for the free slots; again, until the batcher ends or a
-    stop. One :class:`Serve` step handles lease after lease while the tray hands on the next
-    with the ack (a lease's handler, its outcome and its ack take one section under the run's
-    lock: :meth:`Batches.handled`), so quick handlers cost little more than the call."""
-    lease = batches.take(woken=True)
+def batching_slot(run: RunState, exchange: Exchange, owner: Batcher) -> Routine:
+    """A slot of a batching run: take a lease from the exchange (waiting for a wake-up while
+    none waits), handle it, give it back when its handler returned (its ack is the batcher's)
+    and go on with the next; a nack or a dead letter it sends itself. When its ack makes the
+    acks due with no lease left for it, it takes the batcher's turn and sends them itself.
+    Until the batcher ends."""
+    lease = exchange.take()
     while True:
-        while isinstance(lease, Waiting):
-            yield TAKE  # woken when leases are put in the tray, the batcher ends, or a stop
-            lease = batches.take(woken=True)
-        if lease is None:
+        while lease == WAIT:
+            yield TAKE
+            lease = exchange.take(woken=True)
+        if not isinstance(lease, Lease):
             return
-        serve = Serve(lease, batches, batches.clock())
+        run.handling()
+        serve = Serve(lease, exchange, owner.wake, run)
         yield serve
-        after = serve.after
-        if isinstance(after, Batch):
-            lease = yield from send(run, batches, after, by_slot=True)
-            continue
-        if after is not None:
-            yield from settle(run, after)
-            batches.settled()
-        lease = batches.take()
-
-
-def batcher(run: RunState, batches: Batches) -> Routine:
-    """The batching run's acks and claims: one batch at a time, as :meth:`Batches.next`
-    decides; a batch that finds the write lock busy is sent again every ``poll_interval``
-    (without its claim once stopping)."""
-    while True:
-        what = batches.next()
-        if what is None:
-            return
-        if isinstance(what, Sleep):
-            bell = WaitBell(what.seconds, idle=what.idle)
-            yield bell
-            if bell.heard:
-                batches.heard()
-            continue
-        yield from send(run, batches, what)
-
-
-def send(
-    run: RunState, batches: Batches, batch: Batch, by_slot: bool = False
-) -> Generator[Action, None, Lease[Any] | Waiting | None]:
-    """Send ``batch`` until it lands, or is given up; then each batch that came due
-    meanwhile. What a slot (``by_slot``) takes next, as :meth:`Batches.take` returns it
-    (``None`` for the batcher)."""
-    while True:
-        step = SendBatch(batch)
-        started = time.monotonic()
-        yield step
-        result = step.result
-        if isinstance(result, Sent):
-            following = batches.sent(batch, result, time.monotonic() - started, by_slot)
-            if isinstance(following, Batch):
-                batch = following
-                continue
-            return following
-        if batches.failed(batch, result):
-            yield Wait(run.options.poll_interval, wake_on_stop=not batch.leases)
-            retry = batches.again(batch)
-            if retry is not None:
-                batch = retry
-                continue
-        return batches.take() if by_slot else None
+        if serve.due:
+            if owner.take_turn():
+                yield from turn(run, owner)
+            else:  # its holder looks again when it lets go; the bell is for the routine
+                exchange.ring()
+        elif serve.after is not None:
+            with run.lock:
+                own = run.leave(serve.lease)
+            op = run.decide(serve.lease, serve.after, own)
+            if op is not None:
+                yield from settle(run, op)
+            exchange.freed()
+        lease = exchange.take()
 
 
 def supervise(run: RunState) -> Routine:
@@ -207,3 +170,7 @@ def supervise(run: RunState) -> Routine:
         yield call
         run.released(lease, call.result)
     run.finish()
+
+
+def _nothing() -> None:
+    pass

@@ -296,6 +296,23 @@ class RunState:
         self._held.pop(token, None)
         return self._by_handler.pop(token, None)
 
+    def left(self, leases: list[Lease[Any]]) -> list[Lease[Any]]:
+        """The handlers of ``leases`` returned (a batch's, given back): each leaves the held
+        set, in one section; those whose handler settled its lease itself are counted. The
+        leases whose ack is still to send."""
+        kept: list[Lease[Any]] = []
+        own: list[tuple[Lease[Any], tuple[How, float]]] = []
+        with self.lock:
+            for lease in leases:
+                settled = self.leave(lease)
+                if settled is None:
+                    kept.append(lease)
+                else:
+                    own.append((lease, settled))
+        for lease, (how, delay) in own:
+            self._settled_by_handler(lease, how, delay)
+        return kept
+
     def handler_took(self, seconds: float) -> None:
         if self.timing:
             self._observer.handler_duration(seconds)

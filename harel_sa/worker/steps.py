@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from harel_sa import settlements, traces
 from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
+from harel_sa.worker.exchange import DUE, Exchange
 from harel_sa.worker.operations import Batch, Claim, Done, Operation, Sent
 from harel_sa.worker.outcomes import RETURNED, Outcome, outcome_of
+from harel_sa.worker.wake import QUICK, Wake
 
 if TYPE_CHECKING:
-    from harel_sa.worker.batches import Batches
     from harel_sa.worker.operations import AsyncWorkerTransport, WorkerTransport
+    from harel_sa.worker.runstate import RunState
 
 R = TypeVar("R", covariant=True)
 
@@ -200,39 +202,61 @@ class Handle:
 
 @dataclass(slots=True)
 class Serve:
-    """A batching slot's handlers: run the handler on ``lease`` (started at ``started``, the
-    batches' clock), hand its outcome to :meth:`Batches.handled
-    <harel_sa.worker.batches.Batches.handled>`, and while that hands on the tray's next lease,
-    run the handler on it too -> ``after``: what it handed back instead (a batch to send, an
-    operation, or ``None``). Each lease is :meth:`ended` in turn, so a run of quick handlers
-    costs one step, not one a message. Settles are reported as :class:`Handle`'s are."""
+    """A batching slot's handlers: run the handler on ``lease``, give it back to the
+    ``exchange`` when it returned, and go on with the next lease it hands on -> ``after``:
+    the outcome of the last lease when it was not given back (it raised, or the batcher is
+    done), else ``None``; ``due``: its ack made the acks due with no lease left for the slot.
+    A run of quick handlers costs one step, not one a message."""
 
     lease: Lease[Any]
-    batches: Batches
-    started: float
-    after: Batch | Operation | None = None
+    exchange: Exchange
+    wake: Wake
+    run: RunState
+    after: Outcome | None = None
+    due: bool = False
 
-    def ended(self, outcome: Outcome) -> bool:
-        """The handler of ``lease`` ended with ``outcome``: ``True`` once the batches hand
-        back no next lease (``after`` holds what they did); else ``lease`` is the next one."""
-        batches = self.batches
-        now = batches.clock()
-        after = batches.handled(self.lease, outcome, self.started, now)
-        if isinstance(after, Lease):
-            self.lease, self.started = after, now
-            return False
-        self.after = after
-        return True
+    def ended(self, outcome: Outcome, seconds: float, now: float) -> bool:
+        """The handler of ``lease`` ended with ``outcome`` after ``seconds``: ``True`` when
+        the slot stops serving (``after`` says why); else ``lease`` is the next one."""
+        self.wake.quick = seconds < QUICK
+        run = self.run
+        if run.timing:
+            run.handler_took(seconds)
+        if outcome is not RETURNED:
+            self.after = outcome
+            return True
+        following = self.exchange.give(self.lease, now)
+        if following is None:
+            return True
+        if isinstance(following, str):
+            if following == DUE:
+                self.due = True
+            else:  # CLOSED: the ack is the slot's to send
+                self.after = outcome
+            return True
+        run.handling()
+        self.lease = following
+        return False
 
     def sync(self, d: SyncDriver) -> None:
-        handler, prefix = d.handler, d.transport.prefix
-        while not self.ended(outcome_of_call(handler, self.lease, prefix)):
-            pass
+        handler, prefix, clock = d.handler, d.transport.prefix, self.exchange.clock
+        started = clock()
+        while True:
+            outcome = outcome_of_call(handler, self.lease, prefix)
+            now = clock()
+            if self.ended(outcome, now - started, now):
+                return
+            started = now
 
     async def aio(self, d: AsyncDriver) -> None:
-        handler, prefix = d.handler, d.transport.prefix
-        while not self.ended(await outcome_of_await(handler, self.lease, prefix)):
-            pass
+        handler, prefix, clock = d.handler, d.transport.prefix, self.exchange.clock
+        started = clock()
+        while True:
+            outcome = await outcome_of_await(handler, self.lease, prefix)
+            now = clock()
+            if self.ended(outcome, now - started, now):
+                return
+            started = now
 
 
 @dataclass(slots=True)
@@ -273,9 +297,9 @@ class WaitBell:
 
 @dataclass(slots=True)
 class Take:
-    """A batching slot found the tray empty: wait until the run wakes it (leases were put in
-    the tray, the batcher ended, or a stop). Wake-ups are counted, not flags: one given
-    before the wait ends it at once, and each ends one wait."""
+    """A batching slot found no lease waiting: wait until the batcher wakes it (leases came,
+    or it ended). Wake-ups are counted, not flags: one given before the wait ends it at once,
+    and each ends one wait."""
 
     def sync(self, d: SyncDriver) -> None:
         d.wait_woken()

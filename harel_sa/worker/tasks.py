@@ -23,7 +23,6 @@ from harel_sa.errors import InvalidArgumentError
 from harel_sa.events import E, Lease
 from harel_sa.sqlite.aio import AsyncSqliteTransport
 from harel_sa.worker import programs
-from harel_sa.worker.batches import Batches
 from harel_sa.worker.heartbeat import Heartbeat, LoopProbe
 from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
 from harel_sa.worker.runstate import RunState, WorkerStats
@@ -79,18 +78,12 @@ class AsyncWorker(Generic[E]):
         """As :meth:`Worker.run <harel_sa.Worker.run>`, on the running event loop. A
         cancelled ``run()`` releases what it holds at once, then raises ``CancelledError``."""
         run = RunState(self.options, max_messages, until_empty)
-        batches = programs.batches_for(run)
         self._loop = loop = asyncio.get_running_loop()
         self._wake, self._finished = asyncio.Event(), asyncio.Event()
         self._bell, self._woken = AsyncBell(), asyncio.Semaphore(0)
         self._loop_thread = threading.get_ident()
-        run.on_stop = self._wake.set
-        if batches is not None:
-            run.on_stop = lambda: _both(self._wake.set, batches.wake_all)
-            batches.on_ring, batches.on_wake = self._ring, self._wake_slots
-            batches.on_start = lambda slots: self._on_loop(
-                lambda: self._start_slots(run, batches, slots)
-            )
+        routines, on_stop = programs.team(run, self._ring, self._wake_slots)
+        run.on_stop = lambda: _both(self._wake.set, on_stop)
         self._run = run
         twin = self._twin()
         beat = self._heartbeat(run, loop, twin)
@@ -99,10 +92,8 @@ class AsyncWorker(Generic[E]):
         run.started(self.transport.database, self.transport.prefix, "asyncio tasks")
         try:
             with _loop_signals(self.handle_signals, loop, run):
-                # No task runs before this one awaits: the batcher starts slots after.
                 self._slots = [
-                    asyncio.create_task(self._drive_slot(run, program))
-                    for program in programs.team(run, batches)
+                    asyncio.create_task(self._drive_slot(run, program)) for program in routines
                 ]
                 beat.start()
                 if ticker is not None:
@@ -211,11 +202,6 @@ class AsyncWorker(Generic[E]):
             with suppress(RuntimeError):  # the loop is closed: the run is over
                 loop.call_soon_threadsafe(call)
 
-    def _start_slots(self, run: RunState, batches: Batches, slots: int) -> None:
-        for _ in range(slots):
-            program = programs.batching_slot(run, batches)
-            self._slots.append(asyncio.create_task(self._drive_slot(run, program)))
-
     async def wait_slots(self, seconds: float) -> int:
         alive = [t for t in self._slots if not t.done()]
         if alive:  # as the threads' join: one slot's end, not a callback on each slot's
@@ -257,8 +243,8 @@ class AsyncWorker(Generic[E]):
 class AsyncBell:
     """The batcher's bell: rung on the loop, waited for by the batcher alone, up to a timeout.
 
-    While it watches the tray the batcher waits up to every ``STALL`` seconds
-    (:mod:`~harel_sa.worker.batches`), so a wait costs one future and one timer, and its
+    While it watches the batcher waits up to every ``STALL`` seconds
+    (:mod:`~harel_sa.worker.wake`), so a wait costs one future and one timer, and its
     timeout raises nothing (``asyncio.timeout`` raises and catches an error at each)."""
 
     def __init__(self) -> None:

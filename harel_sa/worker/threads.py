@@ -22,7 +22,6 @@ from harel_sa.events import E, Lease
 from harel_sa.sqlite.transport import SqliteTransport
 from harel_sa.transports import Transport
 from harel_sa.worker import programs
-from harel_sa.worker.batches import Batches
 from harel_sa.worker.heartbeat import Heartbeat
 from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
 from harel_sa.worker.runstate import RunState, WorkerStats
@@ -88,24 +87,17 @@ class Worker(Generic[E]):
         lease released at once) and is raised again from here once the run is over.
         """
         run = RunState(self.options, max_messages, until_empty)
-        batches = programs.batches_for(run)
         self._wake, self._finished = threading.Event(), threading.Event()
         self._bell, self._woken = threading.Event(), queue.SimpleQueue()
-        run.on_stop = self._wake.set
-        if batches is not None:
-            run.on_stop = lambda: _both(self._wake.set, batches.wake_all)
-            batches.on_ring, batches.on_wake = self._bell.set, self._wake_slots
-            batches.on_start = lambda slots: self._start_slots(run, batches, slots)
+        routines, on_stop = programs.team(run, self._bell.set, self._wake_slots)
+        run.on_stop = lambda: _both(self._wake.set, on_stop)
         self._run = run
         beat = Heartbeat(run, lambda lease: self.transport.extend(lease, self.options.visibility))
         ticker = Ticker(self.transport, self.options.periodic) if self.options.periodic else None
         run.started(self.transport.database, self.transport.prefix, "threads")
         try:
             with _signals(self.handle_signals, run):
-                # Filled in place: the batcher's thread may start slots before the list is whole.
-                self._slots = []
-                for program in programs.team(run, batches):
-                    self._slots.append(self._start(run, program))
+                self._slots = [self._start(run, program) for program in routines]
                 beat.start()
                 if ticker is not None:
                     ticker.start()
@@ -161,10 +153,6 @@ class Worker(Generic[E]):
     def _wake_slots(self, slots: int) -> None:
         for _ in range(slots):
             self._woken.put(None)
-
-    def _start_slots(self, run: RunState, batches: Batches, slots: int) -> None:
-        for _ in range(slots):
-            self._slots.append(self._start(run, programs.batching_slot(run, batches)))
 
     def wait_slots(self, seconds: float) -> int:
         alive = [t for t in self._slots if t.is_alive()]

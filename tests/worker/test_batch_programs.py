@@ -1,25 +1,26 @@
-"""The batching programs (the batcher and its slots), driven step by step with no database and
-no thread: what each batch holds, who sends it and when, and what the run counts."""
+"""The batching programs (the batcher's routine and its slots), driven step by step with no
+database and no thread: what each batch holds, who sends it and when, and what the run counts."""
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import pytest
 
 from harel_sa import BusyError, Event, InvalidArgumentError, Lease
 from harel_sa.worker import WorkerOptions
-from harel_sa.worker import batches as b
 from harel_sa.worker import programs as p
-from harel_sa.worker.operations import Ack, Batch, Nack, Sent
-from harel_sa.worker.outcomes import RETURNED, Raised
+from harel_sa.worker.batcher import Batcher
+from harel_sa.worker.exchange import Exchange
+from harel_sa.worker.operations import Ack, Batch, Done, Nack, Sent
+from harel_sa.worker.outcomes import RETURNED, Outcome, Raised
 from harel_sa.worker.runstate import RunState
 from harel_sa.worker.steps import Action, Perform, Routine, SendBatch, Serve, Take, Wait, WaitBell
+from harel_sa.worker.wake import STALL, Wake
 from tests.conftest import FakeClock
 
 OPTIONS = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=60.0, visibility=120.0)
-
+SLOW = 1.0  # a handler's seconds that are not quick
 
 LEASES = {n: Lease(n, f"g{n}", Event(kind="job"), "w", f"t{n}", 1) for n in range(1, 10)}
 
@@ -29,32 +30,23 @@ def lease(seq: int) -> Lease[Event]:
 
 
 class Team:
-    """A batching run's batcher and slots, each stepped by hand; the wake-ups the run gives
-    (to waiting slots, or starting one) are counted, and handed out only by :meth:`drive`
-    or :meth:`step`, as a driver would. Slots are numbered in the order they start."""
+    """A batching run's routine and slots, each stepped by hand; the wake-ups the batcher gives
+    waiting slots are counted, and handed out only by :meth:`drive`, as a driver would. Every
+    slot starts and waits (``Take``) before the first batch."""
 
     def __init__(self, options: WorkerOptions = OPTIONS, **run: Any) -> None:
         self.run = RunState(options, run.get("max_messages"), run.get("until_empty", False))
-        batches = p.batches_for(self.run)
-        assert batches is not None
-        self.batches = batches
-        self.run.on_stop = batches.wake_all  # as the drivers do
-        self.clock = self.batches.clock = FakeClock()  # a handler takes no time unless told
-        [self.batcher] = p.team(self.run, batches)  # the slots start at their first wake-up
-        self.slots: list[Routine] = []
-        self.rang = 0  # the batcher's bell
-        self.tokens = 0  # wake-ups given to waiting slots, not yet handed to one
-        self.starts = 0  # slots to start, not started yet
-        self.given = 0  # wake-ups given in all (starts included)
-        batches.on_ring = self._ring
-        batches.on_wake = self._wake
-        batches.on_start = self._start
+        self.clock = FakeClock()
+        self.owner = Batcher(self.run, Exchange(self._ring, self.clock), Wake())
+        self.owner.on_wake = self._wake
+        self.run.on_stop = self.owner.stop  # as the drivers do
+        self.batcher, *self.slots = p.batching(self.run, self.owner)
+        self.rang = 0  # the routine's bell
+        self.tokens = 0  # wake-ups given, not yet handed to a waiting slot
+        self.given = 0  # wake-ups given in all
         self.at: dict[int, Action | None] = {}
-
-    @property
-    def wakes(self) -> int:
-        """Wake-ups given and not handed out yet (starts included)."""
-        return self.tokens + self.starts
+        for k in range(1, len(self.slots) + 1):
+            self.step(k)
 
     def _ring(self) -> None:
         self.rang += 1
@@ -63,53 +55,38 @@ class Team:
         self.tokens += slots
         self.given += slots
 
-    def _start(self, slots: int) -> None:
-        self.starts += slots
-        self.given += slots
-
     def step(self, k: int) -> Action | None:
-        """Slot ``k`` goes on (its step was performed), or starts (the next to): its next
-        step."""
-        if k == len(self.slots) + 1:
-            assert self.starts, "no slot was started"
-            self.starts -= 1
-            self.slots.append(p.batching_slot(self.run, self.batches))
+        """Slot ``k`` goes on (its step was performed): its next step."""
         self.at[k] = next(self.slots[k - 1], None)
         return self.at[k]
 
     def drive(self) -> dict[int, int]:
-        """Hand each wake-up to a slot waiting on ``Take`` (the lowest first), start a slot
-        for each start; ``{seq: slot}`` of the slots now handling."""
-        while True:
-            waiting = [k for k, s in self.at.items() if isinstance(s, Take)]
-            if self.tokens and waiting:
-                self.tokens -= 1
-                self.step(waiting[0])
-            elif self.starts:
-                self.step(len(self.slots) + 1)
-            else:
-                return {s.lease.seq: k for k, s in self.at.items() if isinstance(s, Serve)}
+        """Hand each wake-up to a slot waiting on ``Take`` (the lowest first); ``{seq: slot}``
+        of the slots now handling."""
+        while self.tokens and (waiting := [k for k, s in self.at.items() if isinstance(s, Take)]):
+            self.tokens -= 1
+            self.step(waiting[0])
+        return {s.lease.seq: k for k, s in self.at.items() if isinstance(s, Serve)}
 
     def batch(self) -> SendBatch:
-        """The batcher's next step: it must be a batch."""
-        step = next(self.batcher)
-        assert isinstance(step, SendBatch), step
-        return step
+        """The routine's next step: it must be a batch."""
+        return sending(next(self.batcher))
 
     def answer(
         self, send: SendBatch, acked: tuple[bool, ...] = (), *leases: Lease[Event], slot: int = 0
     ) -> Action | None:
-        """Answer the batch ``send`` (the batcher's, or slot ``slot``'s): the sender's next
+        """Answer the batch ``send`` (the routine's, or slot ``slot``'s): the sender's next
         step (``None``: it ended)."""
         send.result = Sent(acked, leases)
         return self.step(slot) if slot else next(self.batcher, None)
 
-    def finish(self, k: int, outcome: Any = None) -> Action | None:
-        """Slot ``k``'s handler ends (returned, unless ``outcome``): its next step (the same
-        :class:`Serve`, on the next lease, when the tray handed one on with the ack)."""
+    def finish(self, k: int, outcome: Outcome = RETURNED, seconds: float = 0.0) -> Action | None:
+        """Slot ``k``'s handler ends after ``seconds`` (quick unless told): its next step (the
+        same :class:`Serve`, on the next lease, when the exchange handed one on)."""
         step = self.at[k]
         assert isinstance(step, Serve), step
-        if not step.ended(RETURNED if outcome is None else outcome):
+        self.clock.advance(seconds)
+        if not step.ended(outcome, seconds, self.clock()):
             return step
         return self.step(k)
 
@@ -119,206 +96,57 @@ def sending(step: Action | None) -> SendBatch:
     return step
 
 
+def quick_batch_on_slot_3(team: Team) -> Action | None:
+    """Leases 1-3 go to the three slots, whose quick handlers end in turn; slot 3's ack
+    completes the batch, which it sends itself and which brings leases 4-6: its next step."""
+    team.answer(team.batch(), (), lease(1), lease(2), lease(3))
+    team.drive()
+    assert isinstance(team.finish(1), Take) and isinstance(team.finish(2), Take)
+    send = sending(team.finish(3))
+    assert send.batch == Batch((lease(1), lease(2), lease(3)), OPTIONS, 3)
+    return team.answer(send, (True,) * 3, lease(4), lease(5), lease(6), slot=3)
+
+
 def test_one_claim_many_fills_every_free_slot_and_each_gets_one_lease() -> None:
     team = Team()
     assert all(isinstance(s, Take) for s in team.at.values())  # all free, waiting
     claim = team.batch()
     assert claim.batch == Batch((), OPTIONS, 3)  # one claim for the three free slots
-    leases = lease(1), lease(2), lease(3)
-    assert isinstance(team.answer(claim, (), *leases), WaitBell)  # the batcher waits for acks
-    assert team.wakes == 1  # one slot is woken; each that takes wakes the next
-    handling = team.drive()  # three handlers at once: a slow one holds no other lease back
-    assert handling == {1: 1, 2: 2, 3: 3} and team.given == 3
+    assert isinstance(team.answer(claim, (), lease(1), lease(2), lease(3)), WaitBell)
+    assert team.given == 3  # no handler has returned yet: each lease wakes a slot
+    assert team.drive() == {1: 1, 2: 2, 3: 3}  # a slow handler holds no other lease back
     assert team.run.stats().claimed == 3
     assert {h.seq for h in team.run.held()} == {1, 2, 3}  # the heartbeat extends them
 
 
-def test_a_slot_with_quick_handlers_takes_lease_after_lease_without_waiting() -> None:
+def test_after_quick_handlers_the_slot_that_sends_a_batch_takes_its_leases_alone() -> None:
     team = Team()
-    team.answer(team.batch(), (), lease(1), lease(2), lease(3))
-    team.step(1)  # started for the leases; the slot it wakes does not run before it is done
-    for seq in (2, 3):  # slot 1's handler returns: the tray's next lease is its next step
-        step = team.finish(1)
+    step = quick_batch_on_slot_3(team)
+    assert team.given == 3  # no slot woken for the second batch
+    watch = next(team.batcher)  # rung to watch instead of its long sleep
+    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(STALL)
+    team.rang = 0
+    for seq in (4, 5, 6):  # slot 3 takes lease after lease, its handlers being quick
         assert isinstance(step, Serve) and step.lease.seq == seq
-    send = sending(team.finish(1))  # its ack completes the batch: it sends it itself
-    assert send.batch == Batch((lease(1), lease(2), lease(3)), OPTIONS, 3)
-    # Two wake-ups: one when the leases came (slot 1), one more when slot 1 took the first
-    # with leases left (no handler had returned yet: it might be slow); none after that
-    # while the slot woken has not looked yet.
-    assert team.given == 2
+        step = team.finish(3)
+    assert sending(step).batch == Batch((lease(4), lease(5), lease(6)), OPTIONS, 3)
+    assert team.given == 3 and team.rang == 0
 
 
-def test_slots_start_at_their_first_wake_up_so_quick_handlers_start_few() -> None:
-    options = WorkerOptions(worker_id="w", concurrency=6, batch=6)
-    team = Team(options)
-    assert team.slots == [] and team.wakes == 0  # nothing to do yet: no slot started
-    team.answer(team.batch(), (), *(lease(n) for n in range(1, 7)))
-    assert team.starts == 1  # one slot started for the leases
-    team.step(1)  # it takes lease 1 and, no handler having returned, starts another
-    assert team.starts == 1
-    for seq in range(2, 7):  # slot 1's handlers are quick: it takes the others itself
-        step = team.finish(1)
-        assert isinstance(step, Serve) and step.lease.seq == seq
-    send = sending(team.finish(1))
-    assert team.drive() == {}  # the slot started meanwhile finds the tray empty and waits
-    step = team.answer(send, (True,) * 6, lease(7), lease(8), lease(9), slot=1)
-    assert isinstance(step, Serve) and step.lease.seq == 7
-    assert team.wakes == 0 and len(team.slots) == 2  # of 6: the sender goes on alone
-
-
-def second_batch_on_slot_1(team: Team, seconds: float = 0.0) -> tuple[Action | None, int]:
-    """Slot 1 handles leases 1 to 3, each in ``seconds``, sends their acks and gets 4 to 6
-    back: its next step, and the wake-ups that came with them. The slot woken meanwhile found
-    the tray empty and waits again."""
-    team.answer(team.batch(), (), lease(1), lease(2), lease(3))
-    team.step(1)  # the slot started for the leases: it wakes another, none having returned
-    for _ in range(2):
-        team.clock.advance(seconds)
-        team.finish(1)
-    team.clock.advance(seconds)
-    send = sending(team.finish(1))
-    assert team.drive() == {}  # the other slot woken finds nothing left
-    team.rang, given = 0, team.given
-    step = team.answer(send, (True,) * 3, lease(4), lease(5), lease(6), slot=1)
-    return step, team.given - given
-
-
-def test_after_a_quick_handler_the_sender_takes_its_batch_alone() -> None:
+def test_a_lease_left_waiting_by_a_handler_turned_slow_gets_a_slot_after_stall() -> None:
     team = Team()
-    step, woken = second_batch_on_slot_1(team)
-    assert woken == 0  # nobody else is woken: the sender takes lease after lease
-    assert team.rang == 1  # the batcher, asleep LONG, is told to watch the tray instead
-    watch = next(team.batcher)
-    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(b.STALL)
-    for seq in (4, 5, 6):
-        assert isinstance(step, Serve) and step.lease.seq == seq
-        step = team.finish(1)
-    assert isinstance(step, SendBatch) and step.batch.leases == (lease(4), lease(5), lease(6))
-    assert team.wakes == 0 and team.rang == 1  # no thread was woken for the whole batch
-    team.clock.advance(b.STALL)
-    watch = next(team.batcher)  # and while the batch is on its way, it still watches
-    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(b.STALL)
-
-
-def test_a_lease_left_in_the_tray_by_a_handler_turned_slow_gets_a_slot_after_stall() -> None:
-    team = Team()
-    step, _ = second_batch_on_slot_1(team)
+    step = quick_batch_on_slot_3(team)
     assert isinstance(step, Serve) and step.lease.seq == 4  # this handler hangs
-    watch = next(team.batcher)
-    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(b.STALL)
-    team.clock.advance(b.STALL / 2)
-    again = next(team.batcher)  # not yet: it looks again when lease 5 has waited STALL
-    assert isinstance(again, WaitBell) and again.seconds == pytest.approx(b.STALL / 2)
-    assert team.wakes == 0
-    team.clock.advance(b.STALL / 2)
+    watch = next(team.batcher)  # the routine looks, and watches the leases waiting
+    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(STALL)
+    team.clock.advance(STALL / 2)
+    again = next(team.batcher)
+    assert isinstance(again, WaitBell) and again.seconds == pytest.approx(STALL / 2)
+    assert team.tokens == 0
+    team.clock.advance(STALL / 2)
     next(team.batcher)
-    assert team.wakes == 2  # one slot for each lease left: 5 and 6
-    assert team.drive() == {4: 1, 5: 2, 6: 3}
-    assert team.wakes == 0  # and no chain after that: every lease had its slot
-
-
-def test_after_a_stop_no_slot_starts_even_for_leases_left_in_the_tray() -> None:
-    team = Team()
-    step, _ = second_batch_on_slot_1(team)
-    assert isinstance(step, Serve) and step.lease.seq == 4  # this handler hangs
-    assert len(team.slots) == 2  # the third slot of three never started
-    team.run.request_stop()  # the waiting slot is woken (and ends)
-    assert team.wakes == 1
-    team.clock.advance(b.STALL)
-    next(team.batcher)  # leases 5 and 6 waited STALL, but a stop starts nothing
-    assert team.wakes == 1 and team.drive() == {4: 1} and len(team.slots) == 2
-
-
-def test_after_a_slow_handler_each_lease_left_wakes_a_slot_in_turn() -> None:
-    team = Team()
-    step, woken = second_batch_on_slot_1(team, b.QUICK)  # as long as a wake-up costs: slow
-    assert isinstance(step, Serve) and step.lease.seq == 4
-    assert woken == 1  # a wake-up for the leases left; the slot woken wakes the next
-    assert team.drive() == {4: 1, 5: 2, 6: 3}
-
-
-def test_the_first_ack_rings_the_batcher_only_when_it_sleeps_past_ack_wait() -> None:
-    options = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=0.5)
-    team = Team(options)
-    team.answer(team.batch(), (), lease(1), lease(2), lease(3))
-    team.drive()
-    team.rang = 0
-    team.finish(1)
-    assert team.rang == 1  # asleep LONG (1 s): it must time the 0.5 s from this ack
-    wait = next(team.batcher)
-    assert isinstance(wait, WaitBell) and wait.seconds == 0.5
-    team.clock.advance(0.5)
-    due = next(team.batcher)  # lease 1's ack waited ack_wait: sent with what is gathered
-    assert isinstance(due, SendBatch) and due.batch.leases == (lease(1),)
-
-
-def test_after_quick_handlers_the_first_ack_leaves_the_watching_batcher_asleep() -> None:
-    options = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=b.STALL / 4)
-    team = Team(options)
-    step, _ = second_batch_on_slot_1(team)
-    assert team.rang == 1  # told to watch the tray, as before
-    watch = next(team.batcher)
-    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(b.STALL)
-    team.rang = 0
-    assert isinstance(step, Serve) and step.lease.seq == 4
-    step = team.finish(1)  # the first ack of this batch; lease 5's handler hangs
-    assert isinstance(step, Serve) and step.lease.seq == 5
-    assert team.rang == 0  # the batcher wakes within STALL anyway: no ring for each batch
-    team.clock.advance(b.STALL)
-    due = next(team.batcher)  # it wakes: lease 4's ack waited past ack_wait, sent now
-    assert isinstance(due, SendBatch) and due.batch.leases == (lease(4),)
-    assert team.wakes == 1  # and lease 6, left in the tray STALL, gets a slot
-
-
-def quick_team_with_slots_3_and_4_busy(monkeypatch: pytest.MonkeyPatch) -> tuple[Team, SendBatch]:
-    """Every handler quick, ``ack_wait`` under ``STALL``: slots 1 and 2 handle leases 1 and 2
-    while slots 3 and 4 keep leases 3 and 4; slot 2 sends their acks and the claim for two."""
-    monkeypatch.setattr(b, "QUICK", 1.0)
-    options = WorkerOptions(worker_id="w", concurrency=4, batch=4, ack_wait=b.STALL / 4)
-    team = Team(options)
-    team.answer(team.batch(), (), lease(1), lease(2), lease(3), lease(4))
-    assert team.drive() == {1: 1, 2: 2, 3: 3, 4: 4}
-    team.finish(1)
-    team.clock.advance(options.ack_wait)
-    send = sending(team.finish(2))  # lease 1's ack waited ack_wait: slot 2 sends
-    assert send.batch == Batch((lease(1), lease(2)), options, 2)
-    return team, send
-
-
-def test_after_quick_handlers_the_acks_of_a_drained_tray_ring_the_batcher_by_ack_wait(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A slot whose quick handler leaves the tray empty does not look at the acks again: they
-    wait ``ack_wait``, not until the watching batcher's next look (up to ``STALL``)."""
-    team, send = quick_team_with_slots_3_and_4_busy(monkeypatch)
-    step = team.answer(send, (True, True), lease(5), lease(6), slot=2)
-    assert isinstance(step, Serve) and step.lease.seq == 5  # the sender goes on with the tray
-    watch = next(team.batcher)  # lease 6 waits in the tray: the batcher watches
-    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(b.STALL)
-    team.rang = 0
-    step = team.finish(2)  # the first ack: the slot looks at it again after lease 6
-    assert isinstance(step, Serve) and step.lease.seq == 6 and team.rang == 0
-    assert isinstance(team.finish(2), Take)  # the tray is empty; leases 3 and 4 are out
-    assert team.rang == 1  # the batcher would sleep past ack_wait: rung to time it
-    wait = next(team.batcher)
-    assert isinstance(wait, WaitBell) and wait.seconds == pytest.approx(team.run.options.ack_wait)
-    team.clock.advance(team.run.options.ack_wait)
-    assert sending(next(team.batcher)).batch.leases == (lease(5), lease(6))
-
-
-def test_an_ack_while_a_batch_is_on_its_way_leaves_the_batcher_to_its_sender(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The batcher sends nothing while a batch is on its way: an ack gathered meanwhile does
-    not ring it; the batch's sender does when the batch has landed."""
-    team, send = quick_team_with_slots_3_and_4_busy(monkeypatch)
-    watch = next(team.batcher)  # slot 2's batch may bring leases: the batcher watches
-    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(b.STALL)
-    team.rang = 0
-    assert isinstance(team.finish(3), Take)  # lease 3's ack, not due (lease 4 is out)
-    assert team.rang == 0  # though the batcher sleeps past its ack_wait
-    team.answer(send, (True, True), slot=2)  # it brought nothing
-    assert team.rang == 1  # its sender rings for the ack gathered meanwhile
+    assert team.tokens == 2  # one slot for each lease left: 5 and 6
+    assert team.drive() == {4: 3, 5: 1, 6: 2}
 
 
 def test_acks_are_gathered_into_one_batch_counted_only_once_it_committed() -> None:
@@ -326,35 +154,31 @@ def test_acks_are_gathered_into_one_batch_counted_only_once_it_committed() -> No
     leases = lease(1), lease(2), lease(3)
     team.answer(team.batch(), (), *leases)
     team.drive()
-    team.rang = 0
-    assert isinstance(team.finish(1), Take)  # two handlers still hold leases: it waits
-    assert team.rang == 0  # the batcher wakes (LONG) before this ack waited ack_wait anyway
+    assert isinstance(team.finish(1, seconds=SLOW), Take)  # two handlers still hold leases
     wait = next(team.batcher)
-    assert isinstance(wait, WaitBell) and wait.seconds == 60  # then sleeps until ack_wait is up
-    assert isinstance(team.finish(2), Take)
-    send = sending(team.finish(3))  # nobody holds a lease any more: no other ack is coming
+    assert isinstance(wait, WaitBell) and wait.seconds == 60.0  # the ack's ack_wait
+    assert isinstance(team.finish(2, seconds=SLOW), Take)
+    team.rang = 0
+    send = sending(team.finish(3, seconds=SLOW))  # nobody holds a lease: no other ack comes
     assert send.batch == Batch(leases, OPTIONS, 3)  # one commit: three acks, three claims
-    assert team.rang == 0  # the last slot sends it: the batcher was not woken for it
+    assert team.rang == 0  # the last slot sends it: the routine was not woken for it
     assert team.run.stats().succeeded == 0  # not durable yet: nothing counted
     team.answer(send, (True, True, True), slot=3)
     assert team.run.stats().succeeded == 3
 
 
-def test_while_a_batch_is_on_its_way_no_other_is_sent_its_sender_sends_what_came_meanwhile() -> (
-    None
-):
-    options = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=0.0)
+def test_an_ack_is_sent_once_it_waited_ack_wait_with_the_claim_for_its_slot() -> None:
+    options = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=0.5)
     team = Team(options)
-    team.answer(team.batch(), (), lease(1), lease(2), lease(3))
+    assert isinstance(team.answer(team.batch(), (), lease(1), lease(2), lease(3)), WaitBell)
     team.drive()
-    first = sending(team.finish(1))  # ack_wait 0: due at once
-    assert first.batch == Batch((lease(1),), options, 1)
-    assert isinstance(team.finish(2), Take)  # due too, but slot 1's batch is on its way
-    assert isinstance(next(team.batcher), WaitBell)  # and the batcher does not send it either
-    second = sending(team.answer(first, (True,), lease(4), slot=1))
-    assert second.batch == Batch((lease(2),), options, 1)  # the sender sends what came
-    assert isinstance(team.answer(second, (True,), lease(5), slot=1), Serve)
-    assert team.run.stats().succeeded == 2
+    team.rang = 0
+    assert isinstance(team.finish(1, seconds=0.1), Take)  # it took the turn: not due yet
+    assert team.rang == 1  # the routine, asleep for longer than that ack may wait, is told
+    wait = next(team.batcher)
+    assert isinstance(wait, WaitBell) and wait.seconds == pytest.approx(0.5)
+    team.clock.advance(0.5)
+    assert team.batch().batch == Batch((lease(1),), options, 1)
 
 
 def test_with_ack_wait_0_an_ack_is_sent_at_once() -> None:
@@ -362,8 +186,35 @@ def test_with_ack_wait_0_an_ack_is_sent_at_once() -> None:
     team = Team(options)
     team.answer(team.batch(), (), lease(1), lease(2))
     team.drive()
-    send = sending(team.finish(1))  # the other handler still runs: no waiting for it
+    send = sending(team.finish(1, seconds=SLOW))  # the other handler still runs: no waiting
     assert send.batch == Batch((lease(1),), options, 1)
+
+
+def test_while_a_slot_sends_a_batch_the_acks_due_meanwhile_go_next_from_it() -> None:
+    options = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=0.0)
+    team = Team(options)
+    team.answer(team.batch(), (), lease(1), lease(2), lease(3))
+    team.drive()
+    first = sending(team.finish(1, seconds=SLOW))
+    assert first.batch == Batch((lease(1),), options, 1)
+    team.rang = 0
+    assert isinstance(team.finish(2, seconds=SLOW), Take)  # due, but slot 1 has the turn
+    assert team.rang == 0  # and looks again after its batch: nobody is rung
+    nap = next(team.batcher)
+    assert isinstance(nap, WaitBell) and nap.seconds == STALL
+    second = sending(team.answer(first, (True,), lease(4), slot=1))
+    assert second.batch == Batch((lease(2),), options, 1)  # the holder sends what came
+    assert isinstance(team.answer(second, (True,), lease(5), slot=1), Serve)
+    assert team.run.stats().succeeded == 2
+
+
+def test_whoever_lets_go_of_the_turn_looks_once_more() -> None:
+    team = Team(WorkerOptions(worker_id="w", concurrency=2, batch=2, ack_wait=0.0))
+    team.answer(team.batch(), (), lease(1), lease(2))
+    team.drive()
+    assert team.owner.take_turn()  # the routine holds it (say, between two looks)
+    assert isinstance(team.finish(1, seconds=SLOW), Take)  # the slot cannot take it
+    assert team.owner.let_go(team.clock()) is True  # so the holder sees the ack on its way
 
 
 def test_a_lost_lease_in_a_batch_is_counted_lost_the_others_acked() -> None:
@@ -378,19 +229,19 @@ def test_a_lost_lease_in_a_batch_is_counted_lost_the_others_acked() -> None:
     assert (stats.succeeded, stats.lost) == (2, 1)
 
 
-def test_a_stop_releases_the_leases_in_the_tray_that_no_slot_had_started() -> None:
+def test_a_stop_releases_the_leases_that_no_slot_had_started() -> None:
     team = Team()
-    held = lease(1), lease(2), lease(3)
-    team.answer(team.batch(), (), *held)
-    started = team.step(1)  # slot 1 starts its handler; the others have not run yet
+    team.answer(team.batch(), (), lease(1), lease(2), lease(3))
+    started = team.step(1)  # slot 1 starts its handler; the slots woken have not run yet
     assert isinstance(started, Serve)
     team.run.request_stop()
-    team.drive()  # the slot started for the leases left ends without handling them
-    assert team.at[2] is None and len(team.slots) == 2  # and the stop starts no other
+    assert team.drive() == {1: 1}  # the slots woken find nothing handed out any more
     send = sending(team.finish(1))  # the ack of the one handled, without a claim: stopping
     assert send.batch == Batch((started.lease,), OPTIONS, 0)
-    assert team.answer(send, (True,), slot=1) is None  # slot 1 ends too
-    assert next(team.batcher, None) is None  # nothing out any more: the batcher ends
+    assert isinstance(team.answer(send, (True,), slot=1), Take)
+    assert next(team.batcher, None) is None  # nothing out any more: the routine ends
+    team.drive()
+    assert all(step is None for step in team.at.values())  # and every slot with it
     supervise = p.supervise(team.run)
     step = next(supervise)
     step.alive = 0  # type: ignore[union-attr]
@@ -398,7 +249,7 @@ def test_a_stop_releases_the_leases_in_the_tray_that_no_slot_had_started() -> No
     released = []
     while (release := next(supervise, None)) is not None:
         assert isinstance(release, Perform) and isinstance(release.op, Nack) and release.op.release
-        release.result = p.Done(True)
+        release.result = Done(True)
         released.append(release.op.lease)
     assert sorted(r.seq for r in released) == [2, 3]
     stats = team.run.stats()
@@ -416,17 +267,15 @@ def test_max_messages_caps_every_claim_and_gives_back_what_a_claim_did_not_find(
     send = sending(team.finish(3))
     assert send.batch == Batch((lease(1), lease(2), lease(3)), OPTIONS, 1)  # 1 left of 4
     team.answer(send, (True, True, True), slot=3)  # it found none: the 1 comes back
-    team.batches.heard()  # a message came: claim at once
+    team.owner.short_until = 0.0  # a message came: the idle poll is over
     again = team.batch()
     assert again.batch == Batch((), OPTIONS, 1)
     team.answer(again, (), lease(4))
     k = team.drive()[4]
     last = sending(team.finish(k))
     assert last.batch == Batch((lease(4),), OPTIONS, 0)  # the budget is spent: no claim
-    team.rang = 0
     team.answer(last, (True,), slot=k)
-    assert team.rang == 1  # the batcher is told: nothing more to claim, it ends the run
-    assert next(team.batcher, None) is None
+    assert next(team.batcher, None) is None  # nothing more to claim: the routine ends
     assert (team.run.stats().claimed, team.run.stats().succeeded) == (4, 4)
 
 
@@ -455,14 +304,14 @@ def test_a_nack_is_sent_by_its_slot_and_frees_it_for_the_next_claim() -> None:
     k = team.drive()[1]
     nack = team.finish(k, Raised(ValueError("boom")))
     assert isinstance(nack, Perform) and isinstance(nack.op, Nack)
-    nack.result = p.Done(True)
+    nack.result = Done(True)
     team.rang = 0
-    assert isinstance(team.step(k), Take)  # free again, and it tells the batcher
+    assert isinstance(team.step(k), Take)  # free again, and it tells the routine
     assert team.rang == 1
     idle = next(team.batcher)  # the last claim found fewer than asked: the idle poll first
-    assert isinstance(idle, WaitBell) and idle.idle and (idle.seconds or 0) <= OPTIONS.poll_interval
+    assert isinstance(idle, WaitBell) and idle.idle and 0 < idle.seconds <= OPTIONS.poll_interval
     assert team.run.stats().failed == 1
-    team.batches.heard()  # a message came: claim at once
+    team.owner.short_until = 0.0  # a message came: claim at once
     assert team.batch().batch == Batch((), OPTIONS, 3)  # for every slot: none holds a lease
 
 
@@ -471,12 +320,25 @@ def test_until_empty_ends_once_a_claim_finds_nothing_and_no_handler_runs() -> No
     team.answer(team.batch(), (), lease(1))
     k = team.drive()[1]
     send = sending(team.finish(k))
-    team.rang = 0
     assert isinstance(team.answer(send, (True,), slot=k), Take)  # the claim found nothing
-    assert team.rang == 1  # the batcher is told: it ends the run
-    assert next(team.batcher, None) is None
+    assert next(team.batcher, None) is None  # the routine ends the run
     team.drive()
     assert all(step is None for step in team.at.values())  # every slot ended
+
+
+def test_until_empty_goes_on_while_a_handler_may_free_its_group() -> None:
+    team = Team(until_empty=True)
+    team.answer(team.batch(), (), lease(1))  # a deep group: one lease of three asked for
+    k = team.drive()[1]
+    team.clock.advance(OPTIONS.poll_interval)
+    again = team.batch()  # the poll is over: claim for the two free slots
+    assert again.batch == Batch((), OPTIONS, 2)
+    idle = team.answer(again, ())  # nothing, but lease 1's group is busy: not the end
+    assert isinstance(idle, WaitBell) and idle.idle
+    fused = sending(team.finish(k))
+    assert fused.batch == Batch((lease(1),), OPTIONS, 1)  # it frees the group's next
+    team.answer(fused, (True,), lease(2), slot=k)
+    assert team.run.stats().claimed == 2
 
 
 def test_one_slot_or_batch_1_keeps_the_unbatched_programs() -> None:
@@ -485,8 +347,9 @@ def test_one_slot_or_batch_1_keeps_the_unbatched_programs() -> None:
         WorkerOptions(concurrency=4, batch=1),
     ):
         run = RunState(options, None, False)
-        assert p.batches_for(run) is None and len(p.team(run, None)) == options.concurrency
-        program: Routine = p.team(run, None)[0]
+        routines, _ = p.team(run, lambda: None, lambda slots: None)
+        assert len(routines) == options.concurrency
+        program: Routine = routines[0]
         assert isinstance(next(program), Perform)  # a plain claim, as before batching
 
 
@@ -499,27 +362,7 @@ def test_batch_options_are_checked_once(bad: dict[str, Any]) -> None:
         WorkerOptions(**bad)
 
 
-def test_until_empty_goes_on_while_a_handler_may_free_its_group() -> None:
-    options = WorkerOptions(worker_id="w", concurrency=3, batch=3, poll_interval=1e-9)
-    team = Team(options, until_empty=True)
-    team.answer(team.batch(), (), lease(1))  # a deep group: one lease of three asked for
-    ticks = itertools.count(team.clock.now, 1e-6)  # a microsecond passes at each look
-    team.batches.clock = lambda: next(ticks)
-    k = team.drive()[1]
-    again = team.batch()  # the poll is over: claim for the two free slots
-    assert again.batch == Batch((), options, 2)
-    poll = team.answer(again, ())  # nothing, but lease 1's group is busy: not the end
-    assert isinstance(poll, SendBatch) and poll.batch == again.batch  # (a poll of 1e-9 s)
-    assert isinstance(team.finish(k), Take)  # its ack waits: the batcher's poll is on its way
-    fused = team.answer(poll, ())  # its sender sends the ack that came due meanwhile
-    assert isinstance(fused, SendBatch)
-    # It frees the group's next; the poll that found nothing just ended: no more is asked.
-    assert fused.batch == Batch((lease(1),), options, 1)
-    team.answer(fused, (True,), lease(2))
-    assert team.run.stats().claimed == 2
-
-
-def test_a_deep_group_goes_lease_after_lease_on_one_slot_without_waking_the_batcher() -> None:
+def test_a_deep_group_goes_lease_after_lease_on_one_slot_without_waking_the_routine() -> None:
     team = Team()
     team.answer(team.batch(), (), lease(1))  # one group: one lease of the three asked for
     idle = next(team.batcher)
@@ -531,46 +374,28 @@ def test_a_deep_group_goes_lease_after_lease_on_one_slot_without_waking_the_batc
         assert send.batch.limit == 1  # during the idle poll: no more leases than it acks
         step = team.answer(send, (True,), lease(seq), slot=k)  # short again: one lease
         assert isinstance(step, Serve) and step.lease.seq == seq  # the same slot handles it
-    assert team.rang == 0  # the batcher is not woken for the slot's batches
+    assert team.rang == 0  # the routine is not woken for the slot's batches
     assert team.given == 1  # nor another slot: the sender takes its one lease itself
     assert team.run.stats().succeeded == 3
-    sending(team.finish(k))
-    wait = next(team.batcher)  # a batch of one on its way: no lease of it can wait in the tray
-    assert isinstance(wait, WaitBell) and (wait.seconds or 0) > b.STALL  # so no watch every STALL
+    wait = next(team.batcher)  # one lease out: no ack can be held back, no watch
+    assert isinstance(wait, WaitBell) and wait.seconds > STALL
 
 
-def test_the_batcher_in_its_idle_poll_is_not_woken_by_every_short_batch_of_a_slot() -> None:
-    options = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=0.0)
-    team = Team(options)
-    team.answer(team.batch(), (), lease(1), lease(2))  # two of three: short
-    idle = next(team.batcher)
-    assert isinstance(idle, WaitBell) and idle.idle and (idle.seconds or 0) <= options.poll_interval
-    team.drive()
-    team.rang = 0
-    send = sending(team.finish(1))
-    assert send.batch.limit == 1  # during the poll: no more than it acks
-    team.answer(send, (True,), slot=1)  # short again: the poll is pushed back
-    assert team.rang == 0  # the batcher wakes before that anyway: not rung
-    send = sending(team.finish(2))
-    wait = next(team.batcher)  # a slot's batch is on its way: sleep, but not past the poll
-    assert isinstance(wait, WaitBell) and 0 < (wait.seconds or 0) <= options.poll_interval
-
-
-def test_a_slot_reuses_its_handle_step_and_each_lease_starts_as_returned() -> None:
+def test_a_slot_goes_on_after_a_failed_handler_and_gathers_the_next_ack() -> None:
     team = Team()
     team.answer(team.batch(), (), lease(1), lease(2), lease(3))
     first = team.step(1)
     assert isinstance(first, Serve)
     retry = team.finish(1, Raised(ValueError("boom")))  # the first handler fails: a nack
     assert isinstance(retry, Perform) and isinstance(retry.op, Nack)
-    retry.result = p.Done(True)
+    retry.result = Done(True)
     second = team.step(1)
     assert isinstance(second, Serve) and second.lease.seq == 2
-    # The next handler returns: its ack is gathered, not taken for the earlier failure.
-    assert isinstance(team.finish(1), Serve)
+    assert isinstance(team.finish(1, seconds=SLOW), Serve)  # its ack is given back
     stats = team.run.stats()
     assert (stats.failed, stats.succeeded) == (1, 0)
-    assert team.batches._acks == [lease(2)]
+    next(team.batcher)
+    assert team.owner.acks == [lease(2)]
 
 
 def test_a_handler_that_settles_its_own_lease_frees_its_slot_for_the_next_claim() -> None:
@@ -578,12 +403,10 @@ def test_a_handler_that_settles_its_own_lease_frees_its_slot_for_the_next_claim(
     team.answer(team.batch(), (), lease(1))
     k = team.drive()[1]
     team.run.settled_by_handler(lease(1), "acked", 0.0)  # the handler acked it itself
-    team.rang = 0
     assert isinstance(team.finish(k), Take)  # nothing for the slot to send
-    assert team.rang == 1  # the batcher is told: a slot is free and no ack will claim for it
-    team.batches.heard()  # past the idle poll
-    claim = team.batch()
-    assert claim.batch == Batch((), OPTIONS, 3)  # for all three slots again
+    assert team.owner.acks == [] and team.owner.out == 0
+    team.owner.short_until = 0.0  # past the idle poll
+    assert team.batch().batch == Batch((), OPTIONS, 3)  # for all three slots again
     assert team.run.stats().succeeded == 1
 
 
@@ -594,18 +417,40 @@ def test_once_the_batcher_is_done_a_returned_handler_sends_its_own_ack() -> None
     team = Team(options)
     team.answer(team.batch(), (), lease(1))
     k = team.drive()[1]
-    team.run.request_stop()  # no grace: the batcher ends with the handler still running
+    team.run.request_stop()  # no grace: the routine ends with the handler still running
     assert next(team.batcher, None) is None
     ack = team.finish(k)
     assert isinstance(ack, Perform) and ack.op == Ack(lease(1), options, fused=False)
-    ack.result = p.Done(True)
+    ack.result = Done(True)
     assert team.step(k) is None
     assert team.run.stats().succeeded == 1
 
 
-def test_a_lease_taken_from_the_tray_counts_as_in_its_handler() -> None:
+def test_a_lease_taken_from_the_exchange_counts_as_in_its_handler() -> None:
     team = Team()
     team.answer(team.batch(), (), lease(1))
     team.drive()
     team.run.request_stop()
     assert team.run.may_abandon(1)  # the one slot left is inside its handler
+    assert not team.run.may_abandon(2)
+
+
+# -- the wake policy, apart -------------------------------------------------------------------
+def test_before_any_quick_handler_each_waiting_lease_wakes_a_slot() -> None:
+    wake = Wake()
+    assert wake.on_put(waiting=3, woken=1, busy=0) == 2
+    assert wake.stalled(3, 0, moved_at=0.0, now=100.0) == 0
+    assert wake.watch(3, 0, 0.0, 0.0, out=3) is None
+
+
+def test_after_a_quick_handler_one_slot_is_woken_and_more_only_after_stall() -> None:
+    wake = Wake()
+    wake.quick = True
+    assert wake.on_put(waiting=3, woken=0, busy=0) == 1
+    assert wake.on_put(waiting=3, woken=1, busy=0) == 0  # one on its way (or the sender)
+    assert wake.on_put(waiting=3, woken=0, busy=1) == 0  # a slot in a quick handler takes it
+    assert wake.stalled(3, 1, moved_at=0.0, now=STALL * 0.9) == 0
+    assert wake.stalled(3, 1, moved_at=0.0, now=STALL) == 2
+    assert wake.watch(3, 1, moved_at=0.0, now=STALL / 4, out=3) == pytest.approx(STALL * 0.75)
+    assert wake.watch(0, 0, 0.0, 0.0, out=2) == STALL  # an ack may be held back
+    assert wake.watch(0, 0, 0.0, 0.0, out=1) is None  # its ack makes the batch whole

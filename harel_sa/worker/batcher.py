@@ -1,0 +1,277 @@
+"""A batching run's batcher: the one owner of its batch state, and its routine.
+
+It claims up to ``batch`` leases for the free slots (``claim_many``) into the
+:class:`~harel_sa.worker.exchange.Exchange`, collects the acks the slots give back, and sends
+them fused with the claim for the slots they free (``ack_many_and_claim_many``) once due: no
+lease out is still with a handler, ``batch`` acks wait, the oldest waited ``ack_wait``, or the
+run stops. Nacks and dead letters are single calls, made by their slot. The state is touched
+only by the holder of the *turn*: the routine (its bell, its timers), or the slot whose ack made
+the acks due with no lease left for it, which sends them itself rather than wake a thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Generator
+from typing import Any
+
+from harel_sa.errors import HarelSAError
+from harel_sa.events import Lease
+from harel_sa.worker.exchange import Exchange
+from harel_sa.worker.operations import RETRIED, Batch, Sent
+from harel_sa.worker.runstate import RunState
+from harel_sa.worker.steps import Action, Routine, SendBatch, Wait, WaitBell
+from harel_sa.worker.wake import STALL, Wake
+
+POLL = 0.05  # once stopping (or done claiming), how often the batcher looks again
+LONG = 1.0  # its longest sleep: a guard (every change it waits for rings it)
+
+
+class Batcher:
+    """The acks to send, the leases out and the claim for the free slots of one run."""
+
+    def __init__(self, run: RunState, exchange: Exchange, wake: Wake) -> None:
+        self.run = run
+        self.options = run.options
+        self.exchange = exchange
+        self.wake = wake
+        self.size = min(self.options.batch, self.options.concurrency)
+        self.acks: list[Lease[Any]] = []
+        self.first_at: float | None = None  # when the oldest of ``acks`` came back
+        self.out = 0  # leases in the exchange or with a slot
+        self.claiming = True  # False once the budget is spent or (until_empty) none was found
+        self.short_until = 0.0  # after a short claim, no claim for free slots before then
+        self.on_wake: Callable[[int], None] = _ignore  # the driver's: wake waiting slots
+        self.asleep_until = 0.0  # when the batcher's routine wakes at the latest
+        self._turn = threading.Lock()  # never waited for: taken, or left to its holder
+
+    def take_turn(self) -> bool:
+        return self._turn.acquire(blocking=False)
+
+    def let_go(self, now: float, taking: int = 0) -> bool:
+        """Give the turn back, the exchange armed; ring the batcher's routine when it sleeps
+        past what is now due (``taking``: leases waiting that the holder takes itself next).
+        ``True``: the acks came due meanwhile (take it again)."""
+        if self.acks:
+            ring_at = min(self.out, self.size - len(self.acks))
+        elif self.wake.quick and self.out and not self.run.stopping:
+            ring_at = min(self.out, self.size)  # its watch sees a first ack held back
+        else:
+            ring_at = 1
+        wanted = self.wake_by(now, taking)
+        self._turn.release()
+        if wanted < self.asleep_until:
+            self.exchange.ring()
+        return self.exchange.arm(max(ring_at, 1))
+
+    def collect(self) -> None:
+        """Take what the slots gave back: their acks (those whose handler did not settle its
+        lease itself) to send, and the slots they freed."""
+        acks, freed, first_at = self.exchange.collect()
+        self.out -= len(acks) + freed
+        if acks:
+            kept = self.run.left(acks)
+            if kept:
+                self.acks.extend(kept)
+                if self.first_at is None:
+                    self.first_at = first_at
+        if self.run.stopping:
+            self.out -= self.exchange.drop()
+
+    def due(self, now: float) -> bool:
+        return bool(self.acks) and (
+            not self.out
+            or len(self.acks) >= self.size
+            or now >= (self.first_at or now) + self.options.ack_wait
+            or self.run.stopping
+        )
+
+    def next_batch(self, now: float) -> Batch | None:
+        """The batch to send now, if any: the due acks (up to ``batch``) with the claim for
+        the slots free; or, with no acks waiting, a claim for them. Until the idle poll after
+        a short claim, a claim asks for no more leases than it acks (the acked groups' next
+        messages: a deep group's batch walks no further than its one head)."""
+        if self.due(now):
+            acks = tuple(self.acks[: self.size])
+            del self.acks[: self.size]
+            self.first_at = now if self.acks else None
+            limit = self._reserve(len(acks) if now < self.short_until else 0)
+            return Batch(acks, self.options, limit)
+        if self.acks:
+            return None
+        if now >= self.short_until or (self.run.until_empty and not self.out):
+            limit = self._reserve()
+            if limit:
+                return Batch((), self.options, limit)
+        return None
+
+    def _reserve(self, most: int = 0) -> int:
+        free = self.options.concurrency - self.out
+        if not self.claiming or self.run.stopping or free <= 0:
+            return 0
+        limit = self.run.reserve_many(min(free, self.size, most or self.size))
+        if not limit:
+            self.claiming = False
+        return limit
+
+    def landed(self, batch: Batch, sent: Sent, seconds: float, by_slot: bool) -> None:
+        """``batch`` committed with ``sent``: count it; its leases go to the slots (a stop
+        meanwhile leaves them held, to be released); a slot that sent it takes one itself."""
+        run = self.run
+        unclaimed = batch.limit - len(sent.leases) if batch.limit else 0
+        run.landed(batch.leases, sent.acked, batch.name, sent.leases, unclaimed, seconds)
+        if batch.limit and len(sent.leases) < batch.limit:
+            self.short_until = self.exchange.clock() + self.options.poll_interval
+            if run.until_empty and not (sent.leases or self.out or self.acks):
+                self.claiming = False  # found nothing, and no handler may free a group
+        if sent.leases and not run.stopping:
+            ex = self.exchange
+            busy = self.out - ex.waiting_leases()
+            self.out += len(sent.leases)
+            self._rouse(self.wake.on_put(ex.put(sent.leases), ex.woken + by_slot, busy))
+
+    def failed(self, batch: Batch, error: HarelSAError) -> bool:
+        """``batch`` raised ``error``: send it again after ``poll_interval``? For a busy write
+        lock and a lost connection, as a single settle; else its acks count as lost (their
+        leases lapse) and its claim is given back."""
+        self.run.failed(batch.name, error)
+        if isinstance(error, RETRIED) and not self.run.done:
+            return True
+        self.dropped(batch)
+        return False
+
+    def again(self, batch: Batch) -> Batch | None:
+        """After the pause: the batch to send again (without its claim once stopping), or
+        ``None`` (nothing left to send, or the run is over: its acks are lost)."""
+        if self.run.done:
+            self.dropped(batch)
+            return None
+        if batch.limit and self.run.stopping:
+            self.run.unreserve(batch.limit)
+            return Batch(batch.leases, batch.options, 0) if batch.leases else None
+        return batch
+
+    def dropped(self, batch: Batch) -> None:
+        """``batch`` will not be sent: its acks are lost, its claim given back."""
+        self.run.landed(batch.leases, (False,) * len(batch.leases), batch.name, (), batch.limit)
+
+    def wake_by(self, now: float, taking: int = 0) -> float:
+        """When the batcher's routine must look again at the latest: the oldest ack's
+        ``ack_wait``, the idle poll's end, its watch, or a guard."""
+        run = self.run
+        if not self.claiming or run.stopping:
+            until = now + POLL
+        elif self.acks:
+            until = (self.first_at or now) + self.options.ack_wait
+        elif self.out < self.options.concurrency and self.short_until > now:
+            until = self.short_until
+        else:
+            until = now + LONG
+        ex = self.exchange
+        waiting = ex.waiting_leases() - taking
+        watch = self.wake.watch(waiting, ex.woken, ex.moved_at, now, self.out)
+        return until if watch is None else min(until, now + max(watch, 0.001))
+
+    def sleep(self, now: float) -> WaitBell | None:
+        """The routine's wait, holding the turn (``None``: the batcher ends): slots for the
+        leases that stalled first."""
+        run, ex = self.run, self.exchange
+        if (not self.claiming or run.stopping) and (
+            not (self.out or self.acks) or run.grace_left() == 0
+        ):
+            return None
+        self._rouse(self.wake.stalled(ex.waiting_leases(), ex.woken, ex.moved_at, now))
+        idle = (
+            self.claiming
+            and not run.stopping
+            and not self.acks
+            and self.out < self.options.concurrency
+            and self.short_until > now
+        )
+        self.asleep_until = until = self.wake_by(now)
+        return WaitBell(max(until - now, 0.0), idle=idle)
+
+    def stop(self) -> None:
+        """The run stops: no lease waiting is handed out any more; the routine looks."""
+        self.exchange.halt()
+        self.exchange.ring()
+
+    def close(self) -> None:
+        """The batcher ends: the waiting slots end too."""
+        self._wake(self.exchange.close())
+
+    def _rouse(self, wanted: int) -> None:
+        if wanted > 0:
+            self._wake(self.exchange.rouse(wanted))
+
+    def _wake(self, slots: int) -> None:
+        if slots:
+            self.on_wake(slots)
+
+
+def batcher(run: RunState, b: Batcher) -> Routine:
+    """The batcher's routine: take the turn when rung or at a timer, send what is due, sleep;
+    until the run no longer claims and nothing is out, or the grace is over."""
+    while True:
+        if not b.take_turn():
+            # Its holder, a slot sending a batch, looks again when it lets go, and rings for
+            # a timer sooner than this nap's end.
+            b.asleep_until = b.exchange.clock() + STALL
+            yield WaitBell(STALL)
+            continue
+        yield from sends(run, b, by_slot=False)
+        now = b.exchange.clock()
+        bell = None if run.done else b.sleep(now)
+        if bell is None:
+            b.close()
+            return
+        if b.let_go(now):
+            continue
+        yield bell
+        if bell.heard:
+            b.short_until = 0.0
+
+
+def turn(run: RunState, b: Batcher) -> Generator[Action, None, None]:
+    """A slot's turn (taken): send the acks due, let go, and again should more come due."""
+    while True:
+        yield from sends(run, b, by_slot=True)
+        if not b.let_go(b.exchange.clock(), taking=1) or not b.take_turn():
+            return
+
+
+def sends(run: RunState, b: Batcher, by_slot: bool) -> Generator[Action, None, None]:
+    """The turn's work: collect what came back, send the batches due."""
+    while True:
+        b.collect()
+        if run.done:
+            return
+        batch = b.next_batch(b.exchange.clock())
+        if batch is None:
+            return
+        yield from send(run, b, batch, by_slot)
+
+
+def send(run: RunState, b: Batcher, batch: Batch, by_slot: bool) -> Generator[Action, None, None]:
+    """Send ``batch`` until it lands or is given up; a busy lock or a lost connection is
+    tried again every ``poll_interval``."""
+    while True:
+        step = SendBatch(batch)
+        started = time.monotonic()
+        yield step
+        result = step.result
+        if isinstance(result, Sent):
+            b.landed(batch, result, time.monotonic() - started, by_slot)
+            return
+        if not b.failed(batch, result):
+            return
+        yield Wait(run.options.poll_interval, wake_on_stop=not batch.leases)
+        retry = b.again(batch)
+        if retry is None:
+            return
+        batch = retry
+
+
+def _ignore(slots: int) -> None:
+    pass
