@@ -11,14 +11,9 @@ from typing import Any
 
 from harel_sa import rows
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
-from harel_sa.postgres.operations import (
-    BEGIN_SNAPSHOT,
-    BEGIN_WRITE,
-    ClockOrServer,
-    Op,
-    now_param,
-)
-from harel_sa.postgres.statements import Statement, Statements
+from harel_sa.postgres.compiled import Statement
+from harel_sa.postgres.kinds import BEGIN_SNAPSHOT, BEGIN_WRITE, ClockOrServer, Op, now_param
+from harel_sa.postgres.statements import Statements
 from harel_sa.seam import Program, Query
 from harel_sa.validate import no_nul
 

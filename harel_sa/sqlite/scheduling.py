@@ -39,6 +39,19 @@ class SchedulingStatements:
             f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "
             "VALUES (:group_id, :priority, :routing_key)"
         )
+        # A keep publish: its look and its write in one statement (under the write lock).
+        none_waiting = (
+            f"WHERE NOT EXISTS (SELECT 1 FROM {m} WHERE message_key = :key AND {_WAITING}) "
+            f"AND NOT EXISTS (SELECT 1 FROM {s} WHERE message_key = :key)"
+        )
+        self.insert_keyed_unless_waiting = named(
+            f"INSERT INTO {m} (group_id, event, enqueued_at, message_key) "
+            f"SELECT :group_id, :event, :now, :key {none_waiting}"
+        )
+        self.schedule_unless_waiting = named(
+            f"INSERT INTO {s} (group_id, event, due_at, priority, routing_key, message_key) "
+            f"SELECT :group_id, :event, :due_at, :priority, :routing_key, :key {none_waiting}"
+        )
         self.find_waiting = named(
             f"SELECT 'm', seq FROM {m} WHERE message_key = :key AND {_WAITING} "
             f"UNION ALL SELECT 's', seq FROM {s} WHERE message_key = :key LIMIT 1"
@@ -115,17 +128,25 @@ def publish_keyed(
     waiting one has the key (then, with ``replace``, it took the event, and the due time:
     a scheduled one is due at ``due`` or now; a queued one keeps its place)."""
     group_id, event, priority, routing_key = row
+    group = {"group_id": group_id, "priority": priority, "routing_key": routing_key}
+    if not replace:  # one statement looks and writes; the group row only when it wrote
+        if due is not None:
+            params = {**group, "event": event, "due_at": due_at(due, now), "key": key}
+            return (yield Query(st.schedule_unless_waiting, params)).rowcount == 1
+        params = {"group_id": group_id, "event": event, "now": now, "key": key}
+        if (yield Query(st.insert_keyed_unless_waiting, params)).rowcount != 1:
+            return False
+        yield Query(st.insert_group, group)
+        return True
     found = (yield Query(st.find_waiting, {"key": key})).rows
     if found:
-        if replace:
-            where, seq = found[0]
-            if where == "m":
-                yield Query(st.replace_queued, {"seq": seq, "event": event})
-            else:
-                when = now if due is None else due_at(due, now)
-                yield Query(st.replace_scheduled, {"seq": seq, "event": event, "due_at": when})
+        where, seq = found[0]
+        if where == "m":
+            yield Query(st.replace_queued, {"seq": seq, "event": event})
+        else:
+            when = now if due is None else due_at(due, now)
+            yield Query(st.replace_scheduled, {"seq": seq, "event": event, "due_at": when})
         return False
-    group = {"group_id": group_id, "priority": priority, "routing_key": routing_key}
     if due is None:
         yield Query(st.insert_keyed, {"group_id": group_id, "event": event, "now": now, "key": key})
         yield Query(st.insert_group, group)

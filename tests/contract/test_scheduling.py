@@ -130,6 +130,21 @@ def test_keep_replace_and_in_flight(open_queue: OpenQueue, db: str, clock: FakeC
     assert drain(q) == ["plain", "k4"]
 
 
+def test_keep_looks_among_the_queued_and_the_scheduled(
+    open_queue: OpenQueue, db: str, clock: FakeClock
+) -> None:
+    q = open_queue(db, clock=clock)
+    assert q.publish("g", ev("s1"), key="S", delay=60) is True
+    assert q.publish("g", ev("s2"), key="S") is False  # a scheduled one waits
+    assert q.publish("g", ev("s3"), key="S", delay=5) is False
+    assert q.publish("h", ev("q1"), key="Q") is True
+    assert q.publish("h", ev("q2"), key="Q", delay=5) is False  # a queued one waits
+    stats = q.stats()
+    assert (stats.messages, stats.scheduled, stats.groups) == (1, 1, 1)
+    clock.advance(60)
+    assert drain(q) == ["q1", "s1"]
+
+
 def test_a_scheduled_keyed_message_is_replaced_with_its_new_due_time(
     open_queue: OpenQueue, db: str, clock: FakeClock
 ) -> None:
