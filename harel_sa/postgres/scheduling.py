@@ -79,10 +79,17 @@ class SchedulingStatements:
             f"SELECT :group_id ::text, :event, {when}, :priority ::bigint, :routing_key ::text, "
             f":key ::text WHERE NOT EXISTS (SELECT 1 FROM found) RETURNING 1) {said}"
         )
+        # A group the cancel emptied is dropped, as an ack drops one: only at the row version
+        # the statement's snapshot saw (a publish since then updated it, and its message stays).
         self.cancel = positional(
             f"WITH q AS (DELETE FROM {m} WHERE message_key = :key ::text AND {_WAITING} "
-            f"RETURNING seq), x AS (DELETE FROM {s} WHERE message_key = :key ::text "
-            "RETURNING seq) SELECT (SELECT count(*) FROM q) + (SELECT count(*) FROM x)"
+            f"RETURNING seq, group_id), x AS (DELETE FROM {s} WHERE message_key = :key ::text "
+            f"RETURNING seq), seen AS (SELECT g.group_id, g.xmin AS version FROM {g} g "
+            "WHERE g.group_id IN (SELECT group_id FROM q)), "
+            f"dropped AS (DELETE FROM {g} g USING seen WHERE g.group_id = seen.group_id "
+            f"AND g.xmin = seen.version AND NOT EXISTS (SELECT 1 FROM {m} e "
+            "WHERE e.group_id = seen.group_id AND e.seq NOT IN (SELECT seq FROM q))) "
+            "SELECT (SELECT count(*) FROM q) + (SELECT count(*) FROM x)"
         )
         self.promote = positional(
             "WITH lk AS (SELECT pg_try_advisory_xact_lock(:lock ::bigint) AS got), "

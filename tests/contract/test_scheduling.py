@@ -174,6 +174,23 @@ def test_cancel_deletes_the_waiting_message_never_one_in_flight(
     assert q.ack(lease)
 
 
+def test_cancel_drops_the_group_it_emptied_and_no_other(
+    open_queue: OpenQueue, db: str, clock: FakeClock
+) -> None:
+    q = open_queue(db, clock=clock)
+    q.publish("alone", ev("a"), key="A")
+    q.publish("shared", ev("b"), key="B")
+    q.publish("shared", ev("plain"))
+    q.publish("later", ev("c"), key="C", delay=60)
+    assert q.stats().groups == 2
+    assert q.cancel("A") and q.cancel("B") and q.cancel("C")
+    stats = q.stats()
+    assert (stats.messages, stats.scheduled, stats.groups) == (1, 0, 1)
+    assert [(p.priority, p.groups, p.messages) for p in stats.by_priority] == [(0, 1, 1)]
+    assert drain(q) == ["plain"]
+    assert q.stats().groups == 0
+
+
 def test_acked_and_dead_messages_free_their_key(
     open_queue: OpenQueue, db: str, clock: FakeClock
 ) -> None:
