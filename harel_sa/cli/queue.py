@@ -234,7 +234,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def cmd_purge(args: argparse.Namespace) -> int:
     with _opened(args) as q:
-        present = q.peek(args.group, _COUNT_LIMIT + 1)
+        present = q.peek(args.group, _COUNT_LIMIT + 1, scheduled=True)
         if not present:
             emit(args, {"purged": 0}, f"group {args.group} has no messages: nothing to purge")
             return OK

@@ -95,8 +95,10 @@ def purge(statements: Statements, group_id: str) -> Op[int]:
 
 
 def _purge(st: Statements, group_id: str) -> Program[Statement, int]:
-    yield Query(st.purge_group, {"group_id": group_id})
-    return (yield Query(st.purge_messages, {"group_id": group_id})).rowcount
+    group = {"group_id": group_id}
+    yield Query(st.purge_group, group)
+    deleted = (yield Query(st.purge_messages, group)).rowcount
+    return deleted + (yield Query(st.scheduling.purge, group)).rowcount
 
 
 def _pick(group_id: str | None, seqs: tuple[int, ...] | None) -> dict[str, Any]:

@@ -107,6 +107,7 @@ class SchedulingStatements:
             "SELECT count(*) FROM moved"
         )
         self.scheduled_count = positional(f"SELECT count(*) FROM {s}")
+        self.purge = positional(f"DELETE FROM {s} WHERE group_id = :group_id")
         self.peek = positional(
             f"SELECT seq, group_id, event, due_at FROM {s} "
             "WHERE (:group_id ::text IS NULL OR group_id = :group_id ::text) "

@@ -82,6 +82,7 @@ class SchedulingStatements:
         )
         self.promote_delete = named(f"DELETE FROM {s} WHERE due_at <= :now")
         self.scheduled_count = named(f"SELECT count(*) FROM {s}")
+        self.purge = named(f"DELETE FROM {s} WHERE group_id = :group_id")
         self.peek = named(
             f"SELECT seq, CAST(group_id AS BLOB), CAST(event AS BLOB), due_at FROM {s} "
             "WHERE :group_id IS NULL OR group_id = :group_id ORDER BY due_at, seq LIMIT :limit"

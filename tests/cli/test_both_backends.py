@@ -111,6 +111,26 @@ def test_every_queue_command_answers_the_same_on_both_backends(
             assert (left.messages, left.parked, left.dead) == (3, 0, 0), backend
 
 
+def test_purge_takes_the_groups_scheduled_messages_too(
+    cli: Cli, queues: dict[str, list[str]]
+) -> None:
+    for backend, at in queues.items():
+        with opened(backend, at) as q:
+            q.publish("later", Event(kind="x"), delay=3600)  # a group of scheduled ones only
+            q.publish("ready", Event(kind="y"), key="K", delay=3600)
+            q.publish("kept", Event(kind="z"), delay=3600)
+        declined = cli("purge", *at, "--group", "later")
+        assert declined.returncode == 1 and "1 message(s)" in declined.stderr, backend
+        assert as_json(cli("purge", *at, "--group", "later", "--yes", "--json")) == {"purged": 1}
+        assert as_json(cli("purge", *at, "--group", "ready", "--yes", "--json")) == {"purged": 2}
+        with opened(backend, at) as q:
+            left = q.stats()
+            assert (left.messages, left.scheduled) == (2, 1), backend
+            assert [m.group_id for m in q.peek(scheduled=True) if m.state == "scheduled"] == [
+                "kept"
+            ]
+
+
 def test_the_reading_commands_work_for_a_role_that_may_only_select(cli: Cli, pg_url: str) -> None:
     import psycopg
     from sqlalchemy import make_url

@@ -191,6 +191,24 @@ def test_cancel_drops_the_group_it_emptied_and_no_other(
     assert q.stats().groups == 0
 
 
+def test_purge_deletes_the_groups_scheduled_messages_too(
+    open_queue: OpenQueue, db: str, clock: FakeClock
+) -> None:
+    q = open_queue(db, clock=clock)
+    q.publish("g", ev("now"))
+    q.publish("g", ev("later"), delay=60)
+    q.publish("g", ev("keyed"), key="K", delay=30)
+    q.publish("only-later", ev("x"), delay=60)
+    q.publish("h", ev("h-later"), delay=60)
+    assert q.purge("g") == 3
+    assert q.purge("only-later") == 1
+    stats = q.stats()
+    assert (stats.messages, stats.scheduled, stats.groups) == (0, 1, 0)
+    assert q.publish("g", ev("again"), key="K") is True  # its key is free
+    clock.advance(60)
+    assert drain(q) == ["again", "h-later"]
+
+
 def test_acked_and_dead_messages_free_their_key(
     open_queue: OpenQueue, db: str, clock: FakeClock
 ) -> None:
