@@ -62,7 +62,7 @@ def _peek(
     found = yield Query(st.peek, {"group_id": group_id, "limit": limit, "now": now_param(clock)})
     queued = rows.queued(
         rows.as_is,
-        [(*row[:6], _live(row[3], rows.expiry_of(row[4]), row[6]), row[7]) for row in found.rows],
+        [(*row[:6], _live(row[3], rows.expiry_of(row[4]), row[6]), *row[7:]) for row in found.rows],
     )
     if scheduled and len(queued) < limit:
         more = {"group_id": group_id, "limit": limit - len(queued)}

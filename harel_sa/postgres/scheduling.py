@@ -109,7 +109,7 @@ class SchedulingStatements:
         self.scheduled_count = positional(f"SELECT count(*) FROM {s}")
         self.purge = positional(f"DELETE FROM {s} WHERE group_id = :group_id")
         self.peek = positional(
-            f"SELECT seq, group_id, event, due_at FROM {s} "
+            f"SELECT seq, group_id, event, due_at, message_key FROM {s} "
             "WHERE (:group_id ::text IS NULL OR group_id = :group_id ::text) "
             "ORDER BY due_at, seq LIMIT :limit"
         )

@@ -184,7 +184,8 @@ class Statements:
         )
         group = "(:group_id ::text IS NULL OR group_id = :group_id ::text)"
         self.peek = positional(
-            f"SELECT seq, group_id, event, locked_by, lock_expiry, deliveries, {now}, enqueued_at "
+            f"SELECT seq, group_id, event, locked_by, lock_expiry, deliveries, {now}, enqueued_at, "
+            "message_key "
             f"FROM {m} "
             f"WHERE {group} ORDER BY seq LIMIT :limit"
         )

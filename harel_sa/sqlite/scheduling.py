@@ -84,7 +84,8 @@ class SchedulingStatements:
         self.scheduled_count = named(f"SELECT count(*) FROM {s}")
         self.purge = named(f"DELETE FROM {s} WHERE group_id = :group_id")
         self.peek = named(
-            f"SELECT seq, CAST(group_id AS BLOB), CAST(event AS BLOB), due_at FROM {s} "
+            f"SELECT seq, CAST(group_id AS BLOB), CAST(event AS BLOB), due_at, "
+            f"CAST(message_key AS BLOB) FROM {s} "
             "WHERE :group_id IS NULL OR group_id = :group_id ORDER BY due_at, seq LIMIT :limit"
         )
 

@@ -289,7 +289,7 @@ class Statements:
         self.peek = named(
             f"SELECT seq, {raw_text('group_id')}, {raw_text('event')}, {raw_text('locked_by')}, "
             f"{number_or_null('lock_expiry')}, {count_of('deliveries')}, "
-            f"coalesce({live_lease(m)}, 0), {since} FROM {m} "
+            f"coalesce({live_lease(m)}, 0), {since}, {raw_text('message_key')} FROM {m} "
             "WHERE :group_id IS NULL OR group_id = :group_id ORDER BY seq LIMIT :limit"
         )
         self.end_parks = named(

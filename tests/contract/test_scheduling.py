@@ -268,3 +268,23 @@ def test_peek_shows_scheduled_messages_with_their_due_time(
     ]
     assert [m.group_id for m in q.peek("g", 5, scheduled=True)] == ["g", "g"]
     assert len(q.peek(None, 2, scheduled=True)) == 2
+
+
+def test_peek_shows_each_messages_key(open_queue: OpenQueue, db: str, clock: FakeClock) -> None:
+    q = open_queue(db, clock=clock)
+    q.publish("g", ev("plain"))
+    q.publish("g", ev("queued"), key="Q")
+    q.publish("g", ev("later"), key="S", delay=10)
+    q.publish("g", ev("later-plain"), delay=20)
+    assert [(m.state, m.key) for m in q.peek(scheduled=True)] == [
+        ("ready", None),
+        ("ready", "Q"),
+        ("scheduled", "S"),
+        ("scheduled", None),
+    ]
+    lease = q.claim("w", VIS)
+    assert lease is not None and lease.event.kind == "plain"
+    q.ack(lease)
+    lease = q.claim("w", VIS)
+    assert lease is not None
+    assert [(m.state, m.key) for m in q.peek()] == [("leased", "Q")]  # in flight, its key
