@@ -10,12 +10,11 @@ its transaction's write lock, so two publishes of one key never both write. The 
 from __future__ import annotations
 
 import sqlite3
-from functools import lru_cache
 from typing import Any
 
 from harel_sa.schema import Names
 from harel_sa.seam import Due, Program, Query, Result, Row
-from harel_sa.sqlite.statements import Compiled, named, no_messages
+from harel_sa.sqlite.compiled import Compiled, named
 
 #: ``message_key`` as the statements compare it (a waiting keyed message is free: not leased,
 #: not parked, whatever its lease's expiry).
@@ -23,9 +22,11 @@ _WAITING = "locked_by IS NULL"
 
 
 class SchedulingStatements:
-    """The statements of scheduled and keyed messages under one prefix."""
+    """The statements of scheduled and keyed messages under one prefix (built by the
+    prefix's :class:`~harel_sa.sqlite.statements.Statements`, which gives its statement that
+    drops a group once empty)."""
 
-    def __init__(self, names: Names) -> None:
+    def __init__(self, names: Names, drop_group_if_empty: Compiled) -> None:
         m, g, s = names.messages, names.groups, names.scheduled
         self.schedule = named(
             f"INSERT INTO {s} (group_id, event, due_at, priority, routing_key, message_key) "
@@ -66,9 +67,7 @@ class SchedulingStatements:
             f"DELETE FROM {m} WHERE message_key = :key AND {_WAITING} RETURNING group_id"
         )
         self.cancel_scheduled = named(f"DELETE FROM {s} WHERE message_key = :key")
-        self.drop_group_if_empty = named(
-            f"DELETE FROM {g} WHERE group_id = :group_id AND {no_messages(m, f'{g}.group_id')}"
-        )
+        self.drop_group_if_empty = drop_group_if_empty
         # A claim's promotion: one probe of the due index when nothing is due.
         self.due = named(f"SELECT 1 FROM {s} WHERE due_at <= :now LIMIT 1")
         due_order = f"FROM {s} WHERE due_at <= :now ORDER BY due_at, seq"
@@ -88,12 +87,6 @@ class SchedulingStatements:
             f"CAST(message_key AS BLOB) FROM {s} "
             "WHERE :group_id IS NULL OR group_id = :group_id ORDER BY due_at, seq LIMIT :limit"
         )
-
-
-@lru_cache(maxsize=64)
-def scheduling_for(names: Names) -> SchedulingStatements:
-    """The statements of ``names``' prefix, built once per process."""
-    return SchedulingStatements(names)
 
 
 def probe(names: Names) -> str:
