@@ -19,6 +19,7 @@ import pytest
 from psycopg import errors as pg
 from psycopg import pq
 
+from harel_sa.postgres import wire
 from harel_sa.postgres.compiled import positional
 from harel_sa.postgres.driver import ADAPTERS, arun, run
 from harel_sa.postgres.kinds import Locked, One, Op
@@ -233,6 +234,19 @@ def test_a_locked_statement_that_fails_rolls_back_its_lock_statement_too(
     with pytest.raises(pg.UndefinedTable):  # the lock's statement fails: the other never runs
         run(conn, locked(positional("SELECT * FROM nowhere WHERE n = :n"), INSERT, n=5))
     assert count(conn) == 1 and run(conn, one(ECHO_INT, n=2)).rows == [(2,)]
+
+
+def test_without_pipelines_a_locked_statement_is_a_transaction_of_its_own(
+    conn: Connection, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libpq before 14 has no pipeline: BEGIN, the two statements, COMMIT (or ROLLBACK)."""
+    monkeypatch.setattr(wire, "PIPELINES", False)
+    test_a_locked_statement_sees_what_committed_while_its_lock_waited(conn, pg_url)
+    conn.execute("DELETE FROM marks")
+    with pytest.raises(pg.DivisionByZero):
+        run(conn, locked(INSERT, positional("SELECT 1 / :n"), n=0))
+    assert count(conn) == 0
+    assert conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
 
 
 def test_a_locked_statement_runs_again_while_its_read_says_so(conn: Connection) -> None:
