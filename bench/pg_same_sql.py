@@ -29,7 +29,8 @@ import psycopg
 from psycopg.types.array import ListBinaryDumper
 
 from harel_sa import Event
-from harel_sa.postgres.statements import Statement, batch_size, statements_for
+from harel_sa.postgres.compiled import Statement
+from harel_sa.postgres.statements import batch_size, statements_for
 from harel_sa.schema import DEFAULT_PREFIX, Names
 
 NAMES = Names(DEFAULT_PREFIX)

@@ -16,6 +16,7 @@ import one_cpu
 import outbox
 import pg_bench
 import pg_pooler
+import scheduling
 import upgrade_locks
 import wal
 from charts import BACKLOG_PNG, PROCESSES_PNG
@@ -254,6 +255,7 @@ REPORTS: dict[str, tuple[Report, Report]] = {
     "pooler": (pg_pooler.targets, pg_pooler.section),
     "upgrade": (lambda w: [], upgrade_locks.section),
     "outbox": (outbox.targets, outbox.section),
+    "scheduling": (scheduling.targets, scheduling.section),
     "ab": (ab.targets, ab.section),
 }
 
@@ -307,7 +309,11 @@ def _short(how: str) -> str:
     how = re.sub(r"\S*python\S* bench/run\.py", "bench/run.py", how)
     how = re.sub(r" at [\d.]+ at ", " at ", how).replace("(R)", "").replace(" --out bench", "")
     how = re.sub(r" on [^,]*Processor, \d+ cores", "", how)  # the machine: in results.json
-    return re.sub(r" \d\d:\d\d:\d\d \w+$", "", how)
+    how = re.sub(r" \d\d:\d\d:\d\d \w+$", "", how)
+    # The command's own words only: every rerun is run.py's --merge (the column's head says so).
+    how = re.sub(r"bench/run\.py ?", "", how).replace(" --merge", "").lstrip("`")
+    how = how.replace("`", "").replace("(harel_sa/ has uncommitted changes)", "(uncommitted)")
+    return re.sub(r"^(.*?) at ", lambda m: f"`{m[1] or '(all)'}` at ", how)
 
 
 def _run(r: dict[str, Any], env: dict[str, str]) -> list[str]:
@@ -326,7 +332,7 @@ def _run(r: dict[str, Any], env: dict[str, str]) -> list[str]:
         f" average {load or '?'}."
         + (f" Also in results.json's env: {'; '.join(others)}." if others else ""),
         "",
-        *table(["workloads", "measured last by"], _measured_by(r, env)),
+        *table(["workloads", "measured last by `bench/run.py ... --merge`"], _measured_by(r, env)),
         "",
     ]
 
@@ -349,11 +355,10 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
     lines = [
         "# harel_sa benchmarks",
         "",
-        "Written by `bench/run.py` (`--only W --merge`: one workload; `--render`: this file"
-        " again). **Raw figures: [results.json](results.json).** A ratio is per"
-        f" repetition between figures measured back to back: median (min{DASH}max); one inside"
-        " that spread is noise. **baseline**: the design's SQL on the plain driver."
-        f" *{BEYOND}*: beside the issue's.",
+        "By `bench/run.py` (`--only W --merge`: one workload; `--render`: this file again)."
+        " **Raw figures: [results.json](results.json).** A ratio: per repetition, figures"
+        f" measured back to back, median (min{DASH}max); within the spread is noise."
+        f" **baseline**: the design's SQL, plain driver. *{BEYOND}*: beside the issue's.",
         "",
         *_run(r, env),
         *_overview(targets(r)),

@@ -42,6 +42,7 @@ import pg_bench  # noqa: E402
 import pg_pooler  # noqa: E402
 import procs  # noqa: E402
 import report  # noqa: E402
+import scheduling  # noqa: E402
 import upgrade_locks  # noqa: E402
 import wal  # noqa: E402
 import workloads  # noqa: E402
@@ -49,7 +50,7 @@ from common import Config  # noqa: E402
 
 WORKLOADS = (
     "w1", "w2", "w3", "w4", "w5", "w6", "w7", "fast", "batch", "cpu", "harel", "pg", "pooler",
-    "upgrade", "outbox",
+    "upgrade", "outbox", "scheduling",
 )  # fmt: skip
 #: Run only when asked for (``--only ab``): it needs HAREL_SA_AB_BASE.
 ON_REQUEST = ("ab",)
@@ -175,6 +176,7 @@ def main(argv: list[str]) -> int:
         "pooler": lambda: pg_pooler.run(cfg),
         "upgrade": lambda: upgrade_locks.run(cfg),
         "outbox": lambda: outbox.run(cfg),
+        "scheduling": lambda: scheduling.run(cfg),
         "ab": lambda: ab.run(cfg),
     }
     results: dict[str, Any] = {}

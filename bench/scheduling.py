@@ -1,10 +1,18 @@
 """Scheduled and keyed messages (issue 44): what they cost a claim and a publish.
 
-``python bench/scheduling.py sqlite|postgresql [URL] [--plain-only]``: per-operation medians
-(µs) of a claim+ack over a backlog with no scheduled message and with 100,000 far-future ones,
-and of a plain, a scheduled and a keyed publish. ``--plain-only`` runs the plain claim+ack and
-publish alone, with only the calls every release has (an A/B against an older checkout on
-``PYTHONPATH``). Each figure is the median of ROUNDS rounds of N operations.
+    .venv/bin/python bench/run.py --only scheduling --merge   # the workload, into RESULTS.md
+    .venv/bin/python bench/scheduling.py sqlite|postgresql [URL] [--normal] [--plain-only]
+
+A claim+ack over a backlog of N messages in GROUPS groups, on a queue with no scheduled message
+and on one that also holds FAR far-future ones (due in a year), the two in alternating order;
+and N publishes of each kind on one queue, in a rotating order: plain, scheduled (``delay``),
+keyed (``keep``, a new key each: it writes) and a replace (``on_key="replace"`` of a waiting
+scheduled keyed message: a debounce). Each ratio is per round, between figures measured back to
+back. SQLite at synchronous FULL and NORMAL (a file each), PostgreSQL on a throw-away cluster.
+
+Run alone it prints one JSON line of per-operation medians (µs) and ratios, for one backend
+(``--normal``: SQLite at NORMAL; ``--plain-only``: the plain claim+ack and publish alone, only
+the calls every release has, for an A/B against an older checkout on ``PYTHONPATH``).
 """
 
 from __future__ import annotations
@@ -14,86 +22,175 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harel_sa import Event
+from common import Config, Row, X, fmt_ratio, med, summary, verdict
+from pg_server import Server
 
-N, ROUNDS, GROUPS, FAR = 2000, 5, 200, 100_000
+from harel_sa import Event, PostgresTransport, SqliteTransport
 
-
-def _open(kind: str, where: str) -> Any:
-    if kind == "sqlite":
-        from harel_sa import SqliteTransport
-
-        # --normal: synchronous=NORMAL, no fsync per commit: the statements' own cost shows
-        return SqliteTransport(where, synchronous="NORMAL" if "--normal" in sys.argv else "FULL")
-    from harel_sa import PostgresTransport
-
-    return PostgresTransport(where)
+GROUPS = 200
+#: The kinds of publish measured; each ratio is against ``plain``.
+PUBLISHES = ("plain", "scheduled", "keyed", "replace")
+#: The issue's bars: a scheduled or keyed publish, and a claim beside far-future messages.
+PUBLISH_LIMIT, CLAIM_LIMIT = 1.3, 1.2
+EVENT = Event(kind="x")
 
 
-def _median(run: Any) -> float:
-    times = []
-    for _ in range(ROUNDS):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) / N * 1e6)
-    return statistics.median(times)
+def _claims(q: Any, n: int) -> float:
+    """µs per claim+ack over a backlog of ``n`` messages (published untimed first)."""
+    q.publish_many([(f"g{i % GROUPS}", EVENT) for i in range(n)])
+    start = time.perf_counter()
+    for _ in range(n):
+        q.ack(q.claim("w", 30.0))
+    return (time.perf_counter() - start) / n * 1e6
 
 
-def claims(q: Any) -> float:
-    """Median µs of a claim+ack over a backlog of N messages in GROUPS groups (published
-    untimed before each round)."""
-    times = []
-    for _ in range(ROUNDS):
-        q.publish_many([(f"g{i % GROUPS}", Event(kind="x")) for i in range(N)])
-        start = time.perf_counter()
-        for _ in range(N):
-            q.ack(q.claim("w", 30.0))
-        times.append((time.perf_counter() - start) / N * 1e6)
-    return statistics.median(times)
+def _publisher(q: Any, kind: str) -> Callable[[int, int], None]:
+    """``publish(i, round)``: the ``i``-th publish of ``kind`` in a round."""
+    if kind == "plain":
+        return lambda i, r: q.publish(f"g{i % GROUPS}", EVENT)
+    if kind == "scheduled":
+        return lambda i, r: q.publish(f"g{i % GROUPS}", EVENT, delay=3600.0)
+    if kind == "keyed":
+        return lambda i, r: q.publish(f"g{i % GROUPS}", EVENT, key=f"k{r}-{i}")
+    for i in range(GROUPS):  # the waiting messages the replaces act on
+        q.publish(f"g{i}", EVENT, key=f"d{i}", delay=3600.0)
+    return lambda i, r: q.publish(
+        f"g{i % GROUPS}", EVENT, key=f"d{i % GROUPS}", on_key="replace", delay=3600.0
+    )
 
 
-def drain(q: Any) -> None:
-    while (lease := q.claim("w", 30.0)) is not None:
-        q.ack(lease)
+def _fill_far(q: Any, far: int) -> None:
+    for i in range(0, far, 10_000):
+        chunk = range(i, min(i + 10_000, far))
+        q.publish_many([(f"f{j % GROUPS}", EVENT) for j in chunk], delay=365 * 86400.0)
 
 
-def publishes(q: Any, **options: Any) -> float:
-    counter = iter(range(10**9))
+def measure(
+    opener: Callable[[], Any], n: int, far: int, rounds: int, plain_only: bool = False
+) -> dict[str, list[float]]:
+    """Per round: µs per claim+ack without and with ``far`` far-future messages (two queues
+    ``opener`` gives) and per publish of each kind; and the ratios."""
+    out: dict[str, list[float]] = {}
+    with opener() as plain_q, opener() as far_q:
+        if not plain_only:
+            _fill_far(far_q, far)
+        queues = [("claim", plain_q)] + ([] if plain_only else [("claim_far", far_q)])
+        kinds = PUBLISHES[:1] if plain_only else PUBLISHES
+        publishers = {kind: _publisher(plain_q, kind) for kind in kinds}
+        for r in range(rounds):
+            for name, q in queues if r % 2 == 0 else queues[::-1]:
+                out.setdefault(name, []).append(_claims(q, n))
+            turn = kinds[r % len(kinds) :] + kinds[: r % len(kinds)]
+            for kind in turn:
+                start = time.perf_counter()
+                for i in range(n):
+                    publishers[kind](i, r)
+                out.setdefault(kind, []).append((time.perf_counter() - start) / n * 1e6)
+    if not plain_only:
+        out["ratio_claim"] = [a / b for a, b in zip(out["claim_far"], out["claim"], strict=True)]
+        for kind in PUBLISHES[1:]:
+            out[f"ratio_{kind}"] = [a / b for a, b in zip(out[kind], out["plain"], strict=True)]
+    return out
 
-    def run() -> None:
-        for i in range(N):
-            n = next(counter)
-            extra = {"key": f"k{n}"} if options.get("key") else {}
-            q.publish(f"g{i % GROUPS}", Event(kind="x"), **{**options, **extra})
 
-    return _median(run)
+def _sqlite(path: Path, sync: str) -> Callable[[], Any]:
+    """Opens a transport of another prefix on ``path`` at each call."""
+    made = iter(range(10**6))
+    return lambda: SqliteTransport(str(path), synchronous=sync, prefix=f"q{next(made)}")  # type: ignore[arg-type]
+
+
+def _postgres(url: str) -> Callable[[], Any]:
+    made = iter(range(10**6))
+    return lambda: PostgresTransport(url, prefix=f"q{next(made)}")
+
+
+def run(cfg: Config) -> dict[str, Any]:
+    """The workload of ``bench/run.py``: SQLite FULL and NORMAL, then PostgreSQL."""
+    n, far = cfg.size(300, 2_000), cfg.size(10_000, 100_000)
+    out: dict[str, Any] = {"n": n, "far": far, "groups": GROUPS}
+    for sync in ("FULL", "NORMAL"):
+        out[f"sqlite {sync}"] = measure(_sqlite(cfg.fresh(f"sched-{sync}"), sync), n, far, cfg.reps)
+        cfg.log(f"  scheduling sqlite {sync} done")
+    server = Server(cfg.workdir)
+    try:
+        out["postgresql"] = measure(_postgres(server.database()), n, far, cfg.reps)
+    finally:
+        server.stop()
+    cfg.log("  scheduling postgresql done")
+    return out
+
+
+BACKENDS = {"sqlite FULL": "SQLite FULL", "sqlite NORMAL": "SQLite NORMAL", "postgresql": "PG"}
+
+
+def targets(w: dict[str, Any]) -> list[Row]:
+    rows = []
+    far = f"{w['far'] // 1000}k" if w["far"] >= 1000 else str(w["far"])
+    for backend, shown in BACKENDS.items():
+        b = w[backend]
+        for kind in ("scheduled", "keyed"):
+            ratio = b[f"ratio_{kind}"]
+            rows.append(
+                (
+                    f"{kind} ÷ plain publish, {shown}, ≤ {PUBLISH_LIMIT}{X}",
+                    fmt_ratio(ratio),
+                    verdict(med(ratio) <= PUBLISH_LIMIT),
+                )
+            )
+        ratio = b["ratio_claim"]
+        rows.append(
+            (
+                f"claim+ack beside {far} far-future ÷ none, {shown}, ≤ {CLAIM_LIMIT}{X}",
+                fmt_ratio(ratio),
+                verdict(med(ratio) <= CLAIM_LIMIT),
+            )
+        )
+    replaces = ", ".join(f"{v} {med(w[k]['ratio_replace']):.2f}{X}" for k, v in BACKENDS.items())
+    return [*rows, ("replace (debounce) ÷ plain publish", replaces, "")]
+
+
+def section(w: dict[str, Any]) -> list[str]:
+    """A compact table: a row per bar, a column per backend (:func:`targets` lists them)."""
+    rows = []
+    for label, key, limit in (
+        (f"scheduled ÷ plain publish ≤ {PUBLISH_LIMIT}{X}", "ratio_scheduled", PUBLISH_LIMIT),
+        (f"keyed ÷ plain publish ≤ {PUBLISH_LIMIT}{X}", "ratio_keyed", PUBLISH_LIMIT),
+        (f"claim+ack, far-future ÷ none ≤ {CLAIM_LIMIT}{X}", "ratio_claim", CLAIM_LIMIT),
+        ("replace ÷ plain publish", "ratio_replace", None),
+    ):
+        cells = [fmt_ratio(w[b][key]) if limit else f"{med(w[b][key]):.2f}{X}" for b in BACKENDS]
+        if limit is not None:
+            cells = [
+                f"{c} {verdict(med(w[b][key]) <= limit)}"
+                for c, b in zip(cells, BACKENDS, strict=True)
+            ]
+        rows.append([label, *cells])
+    plain = ", ".join(f"{v} {med(w[k]['plain']):.0f}" for k, v in BACKENDS.items())
+    return summary(
+        "Scheduled and keyed messages (issue 44)",
+        f"{w['n']:,} claim+acks beside none or {w['far']:,} far-future messages, and of each"
+        f" publish, in turns (plain µs: {plain}).",
+        rows,
+        head=("", *BACKENDS.values()),
+    )
 
 
 def main() -> None:
     kind = sys.argv[1]
-    plain_only = "--plain-only" in sys.argv
     args = [a for a in sys.argv[2:] if not a.startswith("--")]
-    where = args[0] if args else str(Path(tempfile.mkdtemp()) / "bench.db")
-    out: dict[str, float] = {}
-    with _open(kind, where) as q:
-        out["claim_ack_us"] = claims(q)
-        out["publish_us"] = publishes(q)
-        if not plain_only:
-            for i in range(0, FAR, 10_000):  # 100,000 messages due in a year
-                q.publish_many(
-                    [(f"f{j % GROUPS}", Event(kind="far")) for j in range(i, i + 10_000)],
-                    delay=365 * 86400.0,
-                )
-            out["claim_ack_us_with_100k_far_future"] = claims(q)
-            out["publish_delay_us"] = publishes(q, delay=3600.0)
-            out["publish_key_us"] = publishes(q, key=True)
-            out["ratio_claim"] = out["claim_ack_us_with_100k_far_future"] / out["claim_ack_us"]
-            out["ratio_scheduled_publish"] = out["publish_delay_us"] / out["publish_us"]
-            out["ratio_keyed_publish"] = out["publish_key_us"] / out["publish_us"]
-    print(json.dumps({kind: {k: round(v, 3) for k, v in out.items()}}))
+    plain_only = "--plain-only" in sys.argv
+    n, far, rounds = 2000, 100_000, 5
+    if kind == "sqlite":
+        sync = "NORMAL" if "--normal" in sys.argv else "FULL"
+        where = Path(args[0]) if args else Path(tempfile.mkdtemp()) / "bench.db"
+        got = measure(_sqlite(where, sync), n, far, rounds, plain_only)
+    else:
+        got = measure(_postgres(args[0]), n, far, rounds, plain_only)
+    print(json.dumps({kind: {k: round(statistics.median(v), 3) for k, v in got.items()}}))
 
 
 if __name__ == "__main__":

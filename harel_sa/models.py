@@ -83,6 +83,8 @@ class QueuedMessage(_Frozen):
     #: A scheduled message's due time (epoch seconds; state ``"scheduled"``, its ``seq`` the
     #: scheduled table's own until a claim moves it to its group); ``None`` for the others.
     due_at: float | None = None
+    #: Its key (``publish(..., key=...)``), ``None`` for a message published without one.
+    key: str | None = None
 
 
 class DeadMessage(_Frozen):

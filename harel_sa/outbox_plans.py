@@ -222,9 +222,11 @@ class PostgresPlan(Plan):
     the ``text()`` construct its ``$n`` form was compiled from."""
 
     def __init__(self, names: Names, clock: Callable[[], float] | None) -> None:
-        from harel_sa.postgres import operations, scheduling
-        from harel_sa.postgres.statements import IDENTITY, statements_for
+        from harel_sa.postgres import kinds, operations, scheduling
+        from harel_sa.postgres.compiled import IDENTITY
+        from harel_sa.postgres.statements import statements_for
 
+        self.kinds = kinds
         self.ops = operations
         self.sched = scheduling
         self.clock = clock
@@ -233,8 +235,14 @@ class PostgresPlan(Plan):
         self.checked = f"harel_sa.outbox.postgresql.{names.prefix}"
 
     def _program(self, call: Any) -> Clauses:
-        if isinstance(call, self.ops.One):
+        if isinstance(call, self.kinds.One):
             return call.read((yield self._query(call.query)))
+        if isinstance(call, self.kinds.Locked):  # in the application's transaction: in turn
+            while True:
+                yield self._query(call.lock)
+                value = call.read((yield self._query(call.query)))
+                if value is not None:
+                    return value
         program = call.start()
         try:
             query = next(program)
@@ -250,13 +258,14 @@ class PostgresPlan(Plan):
         return self._program(self.ops.publish(self.st, self.clock, rows))
 
     def schedule(self, rows: list[Row], due: Due) -> Clauses:
-        return self._program(self.sched.schedule(self.st, self.clock, rows, due))
+        return self._program(self.sched.schedule(self.st.scheduling, self.clock, rows, due))
 
     def publish_keyed(self, row: Row, due: Due | None, key: str, replace: bool) -> Clauses:
-        return self._program(self.sched.publish_keyed(self.st, self.clock, row, due, key, replace))
+        sc = self.st.scheduling
+        return self._program(self.sched.publish_keyed(sc, self.clock, row, due, key, replace))
 
     def cancel(self, key: str) -> Clauses:
-        return self._program(self.sched.cancel(self.st, key))
+        return self._program(self.sched.cancel(self.st.scheduling, key))
 
     def ack(self, lease: Lease[Any]) -> Clauses:
         return self._program(self.ops.ack(self.st, lease))

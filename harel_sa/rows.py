@@ -95,8 +95,8 @@ def epoch(created: object) -> float | None:
 
 
 def queued(text: Text, rows: Rows) -> list[QueuedMessage]:
-    """Rows of ``(seq, group, event, locked_by, lock_expiry, deliveries, live, enqueued)``,
-    ``live`` whether the lease is live as a claim reads it (``statements.live_lease``)."""
+    """Rows of ``(seq, group, event, locked_by, lock_expiry, deliveries, live, enqueued,
+    key)``, ``live`` whether the lease is live as a claim reads it (``live_lease``)."""
     return [
         QueuedMessage(
             seq=seq,
@@ -107,13 +107,14 @@ def queued(text: Text, rows: Rows) -> list[QueuedMessage]:
             lock_expiry=expiry_of(expiry),
             deliveries=deliveries,
             enqueued_at=epoch(enqueued),
+            key=text(key),
         )
-        for seq, group, event, locked_by, expiry, deliveries, live, enqueued in rows
+        for seq, group, event, locked_by, expiry, deliveries, live, enqueued, key in rows
     ]
 
 
 def scheduled(text: Text, rows: Rows) -> list[QueuedMessage]:
-    """Rows of ``(seq, group, event, due_at)`` of the scheduled table."""
+    """Rows of ``(seq, group, event, due_at, key)`` of the scheduled table."""
     return [
         QueuedMessage(
             seq=seq,
@@ -124,8 +125,9 @@ def scheduled(text: Text, rows: Rows) -> list[QueuedMessage]:
             lock_expiry=None,
             deliveries=0,
             due_at=due,
+            key=text(key),
         )
-        for seq, group, event, due in rows
+        for seq, group, event, due, key in rows
     ]
 
 

@@ -340,7 +340,8 @@ class Transport(Generic[E]):
         return self._run(self._binder.release(group_id))
 
     def purge(self, group_id: str) -> int:
-        """Delete every message of ``group_id``, leased ones included; returns how many.
+        """Delete every message of ``group_id``, leased and scheduled ones included; returns
+        how many.
 
         A worker holding one of them finds its ``ack`` returns ``False``.
         """

@@ -123,15 +123,16 @@ def _prepare(t: Target, fresh: bool, yes: bool) -> None:
         )
     with open_queue(t, create_schema=True) as q:
         if fresh:  # through the queue's own calls: only its rows go
-            while batch := q.peek(None, 1000):
+            while batch := q.peek(None, 1000, scheduled=True):
                 for group in {m.group_id for m in batch}:
                     q.purge(group)
             q.purge_dead()
         stats = q.stats()
-    if stats.messages or stats.dead:
+    if stats.messages or stats.scheduled or stats.dead:
         raise CliError(
-            f"{t.shown} already holds {stats.messages} message(s) and {stats.dead} dead under "
-            f"prefix {t.prefix}; pass --fresh to empty that queue first"
+            f"{t.shown} already holds {stats.messages} message(s), {stats.scheduled} scheduled "
+            f"and {stats.dead} dead under prefix {t.prefix}; pass --fresh to empty that queue "
+            "first"
         )
 
 

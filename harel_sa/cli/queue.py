@@ -189,10 +189,12 @@ def _stats_text(s: Stats) -> str:
 def cmd_peek(args: argparse.Namespace) -> int:
     with _opened(args, read_only=True) as q:
         messages = q.peek(args.group, args.limit, scheduled=True)
+    keyed = any(m.key is not None for m in messages)  # a key column only when one has a key
     rows = [
         (
             m.seq,
             m.group_id,
+            *((m.key or "-",) if keyed else ()),
             m.state,
             m.deliveries,
             ago(m.due_at if m.state == "scheduled" else m.lock_expiry)
@@ -205,7 +207,8 @@ def cmd_peek(args: argparse.Namespace) -> int:
         for m in messages
     ]
     last = "event" if args.full else "data"
-    text = table(["seq", "group", "state", "deliveries", "until", "worker", "kind", last], rows)
+    head = ["seq", "group", *(["key"] if keyed else []), "state", "deliveries", "until"]
+    text = table([*head, "worker", "kind", last], rows)
     emit(args, [_queued_json(m) for m in messages], text if rows else "(no messages)")
     return OK
 
@@ -234,7 +237,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def cmd_purge(args: argparse.Namespace) -> int:
     with _opened(args) as q:
-        present = q.peek(args.group, _COUNT_LIMIT + 1)
+        present = q.peek(args.group, _COUNT_LIMIT + 1, scheduled=True)
         if not present:
             emit(args, {"purged": 0}, f"group {args.group} has no messages: nothing to purge")
             return OK

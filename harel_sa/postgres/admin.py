@@ -11,14 +11,9 @@ from typing import Any
 
 from harel_sa import rows
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
-from harel_sa.postgres.operations import (
-    BEGIN_SNAPSHOT,
-    BEGIN_WRITE,
-    ClockOrServer,
-    Op,
-    now_param,
-)
-from harel_sa.postgres.statements import Statement, Statements
+from harel_sa.postgres.compiled import Statement
+from harel_sa.postgres.kinds import BEGIN_SNAPSHOT, BEGIN_WRITE, ClockOrServer, Op, now_param
+from harel_sa.postgres.statements import Statements
 from harel_sa.seam import Program, Query
 from harel_sa.validate import no_nul
 
@@ -67,7 +62,7 @@ def _peek(
     found = yield Query(st.peek, {"group_id": group_id, "limit": limit, "now": now_param(clock)})
     queued = rows.queued(
         rows.as_is,
-        [(*row[:6], _live(row[3], rows.expiry_of(row[4]), row[6]), row[7]) for row in found.rows],
+        [(*row[:6], _live(row[3], rows.expiry_of(row[4]), row[6]), *row[7:]) for row in found.rows],
     )
     if scheduled and len(queued) < limit:
         more = {"group_id": group_id, "limit": limit - len(queued)}
@@ -100,8 +95,10 @@ def purge(statements: Statements, group_id: str) -> Op[int]:
 
 
 def _purge(st: Statements, group_id: str) -> Program[Statement, int]:
-    yield Query(st.purge_group, {"group_id": group_id})
-    return (yield Query(st.purge_messages, {"group_id": group_id})).rowcount
+    group = {"group_id": group_id}
+    yield Query(st.purge_group, group)
+    deleted = (yield Query(st.purge_messages, group)).rowcount
+    return deleted + (yield Query(st.scheduling.purge, group)).rowcount
 
 
 def _pick(group_id: str | None, seqs: tuple[int, ...] | None) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """PostgreSQL's side of :mod:`harel_sa.seam`: one transport's operations, statements and clock.
 
-Its operations are programs of statements (:class:`~harel_sa.postgres.operations.Op`, or a
-:class:`~harel_sa.postgres.operations.One` statement) that a sync or an async driver runs
+Its operations are programs of statements (:class:`~harel_sa.postgres.kinds.Op`, or a
+:class:`~harel_sa.postgres.kinds.One` statement, or a :class:`~harel_sa.postgres.kinds.Locked`
+one) that a sync or an async driver runs
 (:mod:`harel_sa.postgres.driver`), so binding one is calling it.
 """
 
@@ -12,7 +13,7 @@ from typing import Any
 from harel_sa.events import Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.postgres import admin, operations, scheduling
-from harel_sa.postgres.operations import ClockOrServer, One, Op
+from harel_sa.postgres.kinds import ClockOrServer, Locked, One, Op
 from harel_sa.postgres.statements import statements_for
 from harel_sa.schema import Names
 from harel_sa.seam import ClaimSpec, Due, Row
@@ -31,13 +32,14 @@ class PostgresBackend:
         return operations.publish(self.statements, self.clock, rows)
 
     def schedule(self, rows: list[Row], due: Due) -> One[None]:
-        return scheduling.schedule(self.statements, self.clock, rows, due)  # type: ignore[no-any-return]
+        return scheduling.schedule(self.statements.scheduling, self.clock, rows, due)
 
-    def publish_keyed(self, row: Row, due: Due | None, key: str, replace: bool) -> Op[bool]:
-        return scheduling.publish_keyed(self.statements, self.clock, row, due, key, replace)  # type: ignore[no-any-return]
+    def publish_keyed(self, row: Row, due: Due | None, key: str, replace: bool) -> Locked[bool]:
+        sc = self.statements.scheduling
+        return scheduling.publish_keyed(sc, self.clock, row, due, key, replace)
 
-    def cancel(self, key: str) -> Op[bool]:
-        return scheduling.cancel(self.statements, key)  # type: ignore[no-any-return]
+    def cancel(self, key: str) -> Locked[bool]:
+        return scheduling.cancel(self.statements.scheduling, key)
 
     def claim(self, spec: ClaimSpec) -> Op[Lease[Any] | None]:
         return operations.claim(self.statements, self.clock, spec)

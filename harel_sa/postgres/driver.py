@@ -27,7 +27,7 @@ from harel_sa.errors import (
     StorageError,
     TransportClosedError,
 )
-from harel_sa.postgres.operations import One, Operation, operation
+from harel_sa.postgres.kinds import Locked, One, Operation, operation
 from harel_sa.postgres.wire import (
     AsyncConnection,
     Connection,
@@ -63,6 +63,18 @@ def exchange(wire: Wire, op: Operation[T]) -> Exchange[T]:
         statement = op.query.statement
         rows, count = yield from wire.execute(statement.sql, statement.bind(op.query.params))
         return op.read(Result(rows, count))
+    if isinstance(op, Locked):
+        lock, query = op.lock, op.query
+        while True:
+            rows, count = yield from wire.execute_after(
+                lock.statement.sql,
+                lock.statement.bind(lock.params),
+                query.statement.sql,
+                query.statement.bind(query.params),
+            )
+            read = op.read(Result(rows, count))
+            if read is not None:
+                return read
     program = op.start()
     if op.begin is not None:
         yield from wire.command(op.begin)

@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 
-from harel_sa.postgres.statements import channel
+from harel_sa.postgres.compiled import channel
 from harel_sa.postgres.wire import ServerSession
 from harel_sa.schema import Names
 

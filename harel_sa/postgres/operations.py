@@ -11,67 +11,26 @@ argument is checked for NUL (:func:`harel_sa.validate.no_nul`) before any statem
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
 from harel_sa.events import Lease, tokens
 from harel_sa.postgres import scheduling
-from harel_sa.postgres.statements import Statement, Statements, batch_size
+from harel_sa.postgres.compiled import Statement
+from harel_sa.postgres.kinds import (
+    BEGIN_WRITE,
+    ClockOrServer,
+    One,
+    Op,
+    nothing,
+    now_param,
+)
+from harel_sa.postgres.statements import Statements, batch_size
 from harel_sa.rules import BATCH_MAX, MAX_ERROR, exhausted
-from harel_sa.seam import Bound, ClaimSpec, Program, Query, Result, Row
+from harel_sa.seam import ClaimSpec, Program, Query, Result, Row
 from harel_sa.validate import no_nul
 
 T = TypeVar("T")
-ClockOrServer = Callable[[], float] | None  # None: the server's clock
-
-#: Begin of a read that must see one snapshot (stats).
-BEGIN_SNAPSHOT = b"BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-BEGIN_WRITE = b"BEGIN"
-
-
-@dataclass(slots=True)
-class Op(Bound[T]):
-    """An operation ready to run: what starts its program (run again from the start when a
-    driver retries), and the ``BEGIN`` of its transaction (``None``: its one statement runs
-    alone, in autocommit, as most operations' does). A batch's claim runs in a transaction:
-    one statement, unless it buries a head. ``retry_safe``: it only reads, so a driver may run
-    it again on a fresh connection when the connection was lost."""
-
-    start: Callable[[], Program[Statement, T]]
-    begin: bytes | None = None
-    retry_safe: bool = False
-
-
-@dataclass(slots=True)
-class One(Bound[T]):
-    """An operation that is one statement sent alone, in autocommit: ``query``, and ``read``,
-    which gives the operation's value from the statement's :class:`Result`. The same work as
-    an :class:`Op` whose program yields ``query`` once and returns ``read`` of its result,
-    without a generator to start and step (a publish or an ack is mostly client overhead
-    besides its round trip). Its parameters are read when it is built: a client clock's "now"
-    at the call, before any wait for a connection (a lease so extended ends no later).
-    ``retry_safe`` as for :class:`Op`."""
-
-    query: Query[Statement]
-    read: Callable[[Result], T]
-    retry_safe: bool = False
-
-
-#: What a transport runs: a program, or one statement.
-Operation = Op[T] | One[T]
-
-
-def operation(bound: Bound[T]) -> Operation[T]:
-    """``bound`` as the PostgreSQL operation it is; ``TypeError`` for another dialect's."""
-    if isinstance(bound, Op | One):
-        return bound
-    raise TypeError(f"not a PostgreSQL operation: {type(bound).__name__}")
-
-
-def _nothing(result: Result) -> None:
-    """The value of an operation that returns nothing (a publish)."""
 
 
 def _took_one(result: Result) -> bool:
@@ -84,12 +43,7 @@ def _changed_one(result: Result) -> bool:
     return result.rowcount == 1
 
 
-def now_param(clock: ClockOrServer) -> float | None:
-    """The "now" a statement is given: the client clock's, or ``None`` (the server's)."""
-    return None if clock is None else clock()
-
-
-def publish(statements: Statements, clock: ClockOrServer, rows: list[Row]) -> Operation[None]:
+def publish(statements: Statements, clock: ClockOrServer, rows: list[Row]) -> Op[None] | One[None]:
     """Append ``(group_id, event_json, priority, routing_key)`` rows, all or none."""
     for group_id, _, _, routing_key in rows:
         no_nul("group_id", group_id)
@@ -101,7 +55,7 @@ def publish(statements: Statements, clock: ClockOrServer, rows: list[Row]) -> Op
     kinds = _kinds(rows)
     if len(kinds) == 1:
         (priority, routing_key), chosen = next(iter(kinds.items()))
-        return One(_publish_kind(statements, clock, priority, routing_key, chosen), _nothing)
+        return One(_publish_kind(statements, clock, priority, routing_key, chosen), nothing)
     return Op(partial(_publish_many, statements, clock, kinds), begin=BEGIN_WRITE)
 
 
@@ -115,7 +69,7 @@ def publish_one(statements: Statements, clock: ClockOrServer, row: Row) -> One[N
         "routing_key": routing_key,
         "now": now_param(clock),
     }
-    return One(Query(statements.publish, params), _nothing)
+    return One(Query(statements.publish, params), nothing)
 
 
 def _kinds(rows: list[Row]) -> dict[tuple[int, str | None], list[Row]]:
@@ -306,7 +260,7 @@ def _claim_many(
         select = st.claim_many(spec.min_priority, len(spec.routing_keys), batch_size(want))
         rows = (yield Query(select, params)).rows
         if rows and rows[0][7]:  # a scheduled message is due: it joins its group's tail now
-            yield from scheduling.promote(st, clock)
+            yield from scheduling.promote(st.scheduling, clock)
         for i, row in enumerate(rows):
             seq, group_id, raw, deliveries = row[0], row[1], row[2], row[3]
             # Any error but a decoding one (an event type whose validation raises something
@@ -330,7 +284,7 @@ def _claim_many(
             if len(rows) < want:
                 if rows and not rows[0][7]:
                     break
-                if not rows and not (yield from scheduling.promote(st, clock)):
+                if not rows and not (yield from scheduling.promote(st.scheduling, clock)):
                     break
     return leases
 
@@ -380,12 +334,12 @@ def _claim(
         found = yield Query(select, params)
         if not found.rows:
             # Nothing to lease: scheduled messages due now may make something leasable.
-            if (yield from scheduling.promote(st, clock)):
+            if (yield from scheduling.promote(st.scheduling, clock)):
                 continue
             return None
         seq, group_id, raw, deliveries, before, due = found.one()
         if due:  # a scheduled message is due: it joins its group's tail now
-            yield from scheduling.promote(st, clock)
+            yield from scheduling.promote(st.scheduling, clock)
         try:
             event, error = _event_of(spec, raw, deliveries)
         except GeneratorExit:

@@ -3,9 +3,10 @@
 A claim's statement says whether a scheduled message is due; the claim then runs
 :func:`promote`, one statement moving every due message to its group's tail in due order, one
 promotion per prefix at a time (``pg_try_advisory_xact_lock``), "now" the server's. A keyed
-publish or cancel takes ``pg_advisory_xact_lock`` on a hash of (prefix, key), then looks in a
-fresh statement: publishes of one key take turns, so a key never gets two waiting messages
-from them (a unique index cannot span the two tables).
+publish or cancel takes ``pg_advisory_xact_lock`` on a hash of (prefix, key), then looks and
+writes in one statement with a snapshot of its own, sent with the lock's in one round trip
+(:class:`~harel_sa.postgres.kinds.Locked`): publishes of one key take turns, so a key never
+gets two waiting messages from them (a unique index cannot span the two tables).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import hashlib
 from functools import lru_cache, partial
 from typing import Any
 
-from harel_sa.postgres.statements import Statement, Statements, notify_sql, positional
+from harel_sa.postgres.compiled import Statement, notify_sql, positional
+from harel_sa.postgres.kinds import Locked, One, nothing
 from harel_sa.schema import Names
-from harel_sa.seam import Due, Program, Query, Row
+from harel_sa.seam import Due, Program, Query, Result, Row
 from harel_sa.validate import no_nul
 
 _WAITING = "locked_by IS NULL"
@@ -44,28 +46,50 @@ class SchedulingStatements:
             "ORDER BY i.n"
         )
         self.lock = positional("SELECT pg_advisory_xact_lock(:lock ::bigint)")
-        self.find_waiting = positional(
-            f"SELECT 'm', seq FROM {m} WHERE message_key = :key ::text AND {_WAITING} "
-            f"UNION ALL SELECT 's', seq FROM {s} WHERE message_key = :key ::text LIMIT 1"
+        # A keyed publish, run under the key's lock (its snapshot taken once the lock is held):
+        # the waiting message with the key (queued and free, else scheduled); with
+        # ``replace``, it takes the event (and, scheduled, the due time, else now); none
+        # waiting, the message is written (queued, its group upserted first, or scheduled).
+        # Returns (found, replaced, written): a found one that ``replace`` could not change was
+        # claimed or promoted meanwhile, and the publish looks again.
+        found = (
+            f"found AS (SELECT 'm' AS at, seq FROM {m} WHERE message_key = :key ::text "
+            f"AND {_WAITING} UNION ALL SELECT 's', seq FROM {s} "
+            "WHERE message_key = :key ::text LIMIT 1), "
+            f"rq AS (UPDATE {m} SET event = :event WHERE :replace ::boolean "
+            f"AND seq = (SELECT seq FROM found WHERE at = 'm') AND {_WAITING} RETURNING 1), "
+            f"rs AS (UPDATE {s} SET event = :event, due_at = {when} WHERE :replace ::boolean "
+            "AND seq = (SELECT seq FROM found WHERE at = 's') RETURNING 1)"
         )
-        self.insert_keyed = positional(
-            f"WITH g AS (INSERT INTO {g} (group_id, priority, routing_key) "
-            f"VALUES (:group_id, :priority, :routing_key ::text) {upsert_group} "
-            "RETURNING group_id) "
-            f"INSERT INTO {m} (group_id, event, enqueued_at, message_key) "
+        said = (
+            "SELECT (SELECT count(*) FROM found), "
+            "(SELECT count(*) FROM rq) + (SELECT count(*) FROM rs), (SELECT count(*) FROM w)"
+        )
+        self.publish_keyed = positional(
+            f"WITH {found}, g AS (INSERT INTO {g} (group_id, priority, routing_key) "
+            "SELECT :group_id ::text, :priority ::integer, :routing_key ::text "
+            f"WHERE NOT EXISTS (SELECT 1 FROM found) {upsert_group} RETURNING group_id), "
+            f"w AS (INSERT INTO {m} (group_id, event, enqueued_at, message_key) "
             f"SELECT group_id, :event, {now}, :key ::text FROM g "
-            f"CROSS JOIN (SELECT {notify_sql(names)}) AS notified"
+            f"CROSS JOIN (SELECT {notify_sql(names)}) AS notified RETURNING 1) {said}"
         )
-        self.replace_queued = positional(
-            f"UPDATE {m} SET event = :event WHERE seq = :seq AND {_WAITING}"
+        self.schedule_keyed = positional(
+            f"WITH {found}, w AS (INSERT INTO {s} "
+            "(group_id, event, due_at, priority, routing_key, message_key) "
+            f"SELECT :group_id ::text, :event, {when}, :priority ::bigint, :routing_key ::text, "
+            f":key ::text WHERE NOT EXISTS (SELECT 1 FROM found) RETURNING 1) {said}"
         )
-        self.replace_scheduled = positional(
-            f"UPDATE {s} SET event = :event, due_at = {when} WHERE seq = :seq"
-        )
+        # A group the cancel emptied is dropped, as an ack drops one: only at the row version
+        # the statement's snapshot saw (a publish since then updated it, and its message stays).
         self.cancel = positional(
             f"WITH q AS (DELETE FROM {m} WHERE message_key = :key ::text AND {_WAITING} "
-            f"RETURNING seq), x AS (DELETE FROM {s} WHERE message_key = :key ::text "
-            "RETURNING seq) SELECT (SELECT count(*) FROM q) + (SELECT count(*) FROM x)"
+            f"RETURNING seq, group_id), x AS (DELETE FROM {s} WHERE message_key = :key ::text "
+            f"RETURNING seq), seen AS (SELECT g.group_id, g.xmin AS version FROM {g} g "
+            "WHERE g.group_id IN (SELECT group_id FROM q)), "
+            f"dropped AS (DELETE FROM {g} g USING seen WHERE g.group_id = seen.group_id "
+            f"AND g.xmin = seen.version AND NOT EXISTS (SELECT 1 FROM {m} e "
+            "WHERE e.group_id = seen.group_id AND e.seq NOT IN (SELECT seq FROM q))) "
+            "SELECT (SELECT count(*) FROM q) + (SELECT count(*) FROM x)"
         )
         self.promote = positional(
             "WITH lk AS (SELECT pg_try_advisory_xact_lock(:lock ::bigint) AS got), "
@@ -83,8 +107,9 @@ class SchedulingStatements:
             "SELECT count(*) FROM moved"
         )
         self.scheduled_count = positional(f"SELECT count(*) FROM {s}")
+        self.purge = positional(f"DELETE FROM {s} WHERE group_id = :group_id")
         self.peek = positional(
-            f"SELECT seq, group_id, event, due_at FROM {s} "
+            f"SELECT seq, group_id, event, due_at, message_key FROM {s} "
             "WHERE (:group_id ::text IS NULL OR group_id = :group_id ::text) "
             "ORDER BY due_at, seq LIMIT :limit"
         )
@@ -92,6 +117,13 @@ class SchedulingStatements:
     def key_lock(self, key: str) -> int:
         """The advisory lock of ``key`` under this prefix (a signed 64-bit int)."""
         return _lock("harel_sa key", self.prefix, key)
+
+
+def due_probe(names: Names, now: str) -> str:
+    """A claim's select-list item: whether a scheduled message is due (the claim then
+    promotes): the earliest due time, one step of the due index whatever the table's
+    statistics say (an ``EXISTS`` planned as a scan read every far-future row)."""
+    return f"coalesce((SELECT min(due.due_at) FROM {names.scheduled} due) <= {now}, false)"
 
 
 @lru_cache(maxsize=64)
@@ -108,11 +140,9 @@ def _due_params(due: Due | None) -> dict[str, Any]:
     return {"at": at, "delay": delay}
 
 
-def schedule(st: Statements, clock: Any, rows: list[Row], due: Due) -> Any:
+def schedule(sc: SchedulingStatements, clock: Any, rows: list[Row], due: Due) -> One[None]:
     """Put ``rows`` (one priority and routing key, as a publish gives them) in the scheduled
     table, due at ``due``: one statement."""
-    from harel_sa.postgres.operations import One, _nothing
-
     for group_id, _, _, routing_key in rows:
         no_nul("group_id", group_id)
         no_nul("routing_key", routing_key)
@@ -125,84 +155,56 @@ def schedule(st: Statements, clock: Any, rows: list[Row], due: Due) -> Any:
         "now": _now(clock),
         **_due_params(due),
     }
-    return One(Query(st.scheduling.schedule, params), _nothing)
+    return One(Query(sc.schedule, params), nothing)
 
 
 def publish_keyed(
-    st: Statements, clock: Any, row: Row, due: Due | None, key: str, replace: bool
-) -> Any:
-    from harel_sa.postgres.operations import BEGIN_WRITE, Op
-
-    no_nul("group_id", row[0])
-    no_nul("routing_key", row[3])
-    no_nul("key", key)
-    return Op(partial(_publish_keyed, st.scheduling, clock, row, due, key, replace), BEGIN_WRITE)
-
-
-def _publish_keyed(
-    sc: SchedulingStatements,
-    clock: Any,
-    row: Row,
-    due: Due | None,
-    key: str,
-    replace: bool,
-) -> Program[Statement, bool]:
+    sc: SchedulingStatements, clock: Any, row: Row, due: Due | None, key: str, replace: bool
+) -> Locked[bool]:
+    """A keyed publish: one statement under the key's lock, sent with it (one round trip)."""
     group_id, event, priority, routing_key = row
-    yield Query(sc.lock, {"lock": sc.key_lock(key)})
-    while True:
-        found = (yield Query(sc.find_waiting, {"key": key})).rows
-        if not found:
-            break
-        if not replace:
-            return False
-        where, seq = found[0]
-        if where == "m":
-            done = yield Query(sc.replace_queued, {"seq": seq, "event": event})
-        else:
-            params = {"seq": seq, "event": event, "now": _now(clock), **_due_params(due)}
-            done = yield Query(sc.replace_scheduled, params)
-        if done.rowcount == 1:
-            return False
-        # Claimed (or promoted) meanwhile: look again.
-    if due is None:
-        params = {
-            "group_id": group_id,
-            "event": event,
-            "priority": priority,
-            "routing_key": routing_key,
-            "key": key,
-            "now": _now(clock),
-        }
-        yield Query(sc.insert_keyed, params)
-    else:
-        params = {
-            "groups": [group_id],
-            "events": [event],
-            "priority": priority,
-            "routing_key": routing_key,
-            "key": key,
-            "now": _now(clock),
-            **_due_params(due),
-        }
-        yield Query(sc.schedule, params)
-    return True
-
-
-def cancel(st: Statements, key: str) -> Any:
-    from harel_sa.postgres.operations import BEGIN_WRITE, Op
-
+    no_nul("group_id", group_id)
+    no_nul("routing_key", routing_key)
     no_nul("key", key)
-    return Op(partial(_cancel, st.scheduling, key), BEGIN_WRITE)
+    params = {
+        "group_id": group_id,
+        "event": event,
+        "priority": priority,
+        "routing_key": routing_key,
+        "key": key,
+        "replace": replace,
+        "now": _now(clock),
+        **_due_params(due),
+    }
+    statement = sc.publish_keyed if due is None else sc.schedule_keyed
+    lock = Query(sc.lock, {"lock": sc.key_lock(key)})
+    return Locked(lock, Query(statement, params), partial(_keyed, replace))
 
 
-def _cancel(sc: SchedulingStatements, key: str) -> Program[Statement, bool]:
-    yield Query(sc.lock, {"lock": sc.key_lock(key)})
-    return bool((yield Query(sc.cancel, {"key": key})).rows[0][0] > 0)
+def _keyed(replace: bool, result: Result) -> bool | None:
+    """Whether a keyed publish wrote; ``None``: look again (the waiting message it found
+    was claimed or promoted before ``replace`` could change it)."""
+    found, replaced, written = result.one()
+    if written:
+        return True
+    if replace and found and not replaced:
+        return None
+    return False
 
 
-def promote(st: Statements, clock: Any) -> Program[Statement, int]:
+def cancel(sc: SchedulingStatements, key: str) -> Locked[bool]:
+    """Delete the waiting message(s) with ``key``: one statement under the key's lock."""
+    no_nul("key", key)
+    lock = Query(sc.lock, {"lock": sc.key_lock(key)})
+    return Locked(lock, Query(sc.cancel, {"key": key}), _cancelled)
+
+
+def _cancelled(result: Result) -> bool:
+    return bool(result.rows[0][0] > 0)
+
+
+def promote(sc: SchedulingStatements, clock: Any) -> Program[Statement, int]:
     """Move the due scheduled messages to their groups' tails; how many moved (0 when another
     session is promoting)."""
-    sc = st.scheduling
     done = yield Query(sc.promote, {"lock": sc.promote_lock, "now": _now(clock)})
     return int(done.rows[0][0])

@@ -4,35 +4,31 @@ The group design is ``bench/pg_baseline.py``'s (validated there under many concu
 claimers): a claim locks its group and head ``FOR UPDATE OF g, m SKIP LOCKED`` (:func:`_pick`);
 a publish upserts the group row, then inserts the message; an ack drops an emptied group only if
 its row is the version its snapshot saw (:meth:`Statements._drop_group`); a batch is set-based
-(:func:`_claim_many`, :func:`_acks`). "Now" is the server's (:data:`SERVER_NOW`) unless the
-transport was given a clock: then the ``now`` parameter. Each statement is a Core ``text()``
-construct compiled once by SQLAlchemy's PostgreSQL dialect to ``$n`` form (:func:`positional`);
-every statement is sent prepared.
+(:func:`_claim_many`, :func:`_acks`). "Now" is the server's (:data:`~harel_sa.postgres.compiled.
+SERVER_NOW`) unless the transport was given a clock: then the ``now`` parameter. Each statement
+is compiled once (:func:`~harel_sa.postgres.compiled.positional`) and sent prepared; the
+statements of scheduled and keyed messages are :mod:`~harel_sa.postgres.scheduling`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any
 
-from sqlalchemy import TextClause, text
-from sqlalchemy.dialects.postgresql.base import PGDialect
-
+from harel_sa.postgres.compiled import (
+    CLIENT_NOW,
+    IDENTITY,
+    SERVER_NOW,
+    Statement,
+    live_lease,
+    notify_sql,
+    positional,
+)
+from harel_sa.postgres.scheduling import due_probe, scheduling_for
 from harel_sa.rules import BATCH_MAX, LOOKAHEAD, PARKED
 from harel_sa.schema import Names
 
-#: PostgreSQL's dialect, numbering parameters ``$n`` as the server prepares them.
-_DOLLAR = PGDialect(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
-
-#: The server's "now", constant within a statement. ``date_part`` gives the same double as
-#: ``EXTRACT(EPOCH ...)::float8`` (tests/postgres hold it to that) without its detour: since
-#: PostgreSQL 14 ``EXTRACT`` returns ``numeric``, and the cast to ``float8`` prints and parses
-#: it, a cost paid at each row a claim's walk tests for a live lease.
-SERVER_NOW = "date_part('epoch', statement_timestamp())"
-CLIENT_NOW = ":now ::float8"
 #: The sizes a batch's statements are built for (a batch uses the smallest that holds it): a
 #: handful of prepared statements per connection, not one per batch size.
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, BATCH_MAX)
@@ -41,64 +37,6 @@ BATCH_SIZES = (1, 2, 4, 8, 16, 32, BATCH_MAX)
 def batch_size(n: int) -> int:
     """The smallest of :data:`BATCH_SIZES` that holds ``n`` (1 to :data:`BATCH_MAX`) items."""
     return 1 << (n - 1).bit_length()
-
-
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """A statement as the server prepares it: ``$n`` parameters, the ``n``-th named
-    ``names[n - 1]``. ``bind(params)`` gives the values of a mapping of names in that order
-    (names the statement does not use are ignored); with two names or more it is an
-    :func:`operator.itemgetter`, which costs no Python call."""
-
-    sql: bytes
-    names: tuple[str, ...]
-    bind: Callable[[Mapping[str, Any]], Sequence[Any]] = field(compare=False)
-    clause: TextClause = field(compare=False)  # what ``sql`` was compiled from
-
-
-def _binder(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Sequence[Any]]:
-    if len(names) > 1:
-        return itemgetter(*names)  # a tuple of the values
-    if names:
-        return lambda params: (params[names[0]],)  # itemgetter of one name is no tuple
-    return lambda params: ()
-
-
-def positional(sql: str) -> Statement:
-    """``sql`` (parameters written ``:name``) as a Core ``text()`` construct, compiled by
-    SQLAlchemy's PostgreSQL dialect with ``$n`` parameters numbered in the order names first
-    appear (a name used twice is one parameter)."""
-    clause = text(sql)
-    compiled = clause.compile(dialect=_DOLLAR)
-    names = tuple(compiled.positiontup or ())
-    return Statement(str(compiled).encode(), names, _binder(names), clause)
-
-
-#: What a connection says of its database: two connections that say the same are to the same
-#: database of the same server (an application's and a transport's, :mod:`harel_sa.outbox`).
-IDENTITY = "SELECT current_database(), current_setting('port'), current_setting('cluster_name')"
-
-
-def channel(names: Names) -> str:
-    """The prefix's ``NOTIFY`` channel, ``<prefix>_transport_ready`` (an identifier, as the
-    prefix is one): see :mod:`harel_sa.postgres.listen`."""
-    return f"{names.prefix}_transport_ready"
-
-
-def notify_sql(names: Names) -> str:
-    """A select-list item that notifies the prefix's channel (once per row it is read in;
-    PostgreSQL folds repeats within a transaction into one)."""
-    return f"pg_notify('{channel(names)}', '')"
-
-
-def live_lease(alias: str, now: str) -> str:
-    """The row ``alias`` is leased or parked and its expiry is not past ``now``; a lock
-    without an expiry has lapsed (as on SQLite), and so has one whose expiry is NaN (which
-    PostgreSQL sorts above every number; SQLite stores it as NULL)."""
-    return (
-        f"({alias}.locked_by IS NOT NULL AND {alias}.lock_expiry IS NOT NULL "
-        f"AND {alias}.lock_expiry >= {now} AND {alias}.lock_expiry <> 'NaN')"
-    )
 
 
 class Statements:
@@ -113,8 +51,6 @@ class Statements:
         self._claims: dict[tuple[int, int], Statement] = {}
         self._claims_many: dict[tuple[int, int, int], Statement] = {}
         self._acks: dict[int, Statement] = {}
-        from harel_sa.postgres.scheduling import scheduling_for  # it builds on this module
-
         self.scheduling = scheduling_for(names, now)
         # A publish upserts the group row first (a no-op update that takes the row's lock),
         # then inserts the message: an ack racing it sees a new version and keeps the group.
@@ -248,7 +184,8 @@ class Statements:
         )
         group = "(:group_id ::text IS NULL OR group_id = :group_id ::text)"
         self.peek = positional(
-            f"SELECT seq, group_id, event, locked_by, lock_expiry, deliveries, {now}, enqueued_at "
+            f"SELECT seq, group_id, event, locked_by, lock_expiry, deliveries, {now}, enqueued_at, "
+            "message_key "
             f"FROM {m} "
             f"WHERE {group} ORDER BY seq LIMIT :limit"
         )
@@ -428,13 +365,6 @@ def _picks(names: Names, now: str, min_priority: int, keys: int, size: int, more
 COUNTED = "CASE WHEN m.deliveries >= 2147483647 THEN m.deliveries ELSE m.deliveries + 1 END"
 
 
-def _due(names: Names, now: str) -> str:
-    """Whether a scheduled message is due (the claim then promotes): the earliest due time, one
-    step of the due index whatever the table's statistics say (an ``EXISTS`` planned as a scan
-    read every far-future row)."""
-    return f"coalesce((SELECT min(due.due_at) FROM {names.scheduled} due) <= {now}, false)"
-
-
 def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
     """:meth:`Statements.claim`: leases the head and touches its group in the same statement."""
     m, g = names.messages, names.groups
@@ -448,7 +378,7 @@ def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
         f"touch AS (UPDATE {g} g SET last_claimed_at = {now} "
         "WHERE g.group_id = (SELECT pick.group_id FROM pick)) "
         "SELECT l.seq, l.group_id, l.event, l.deliveries, pick.before, "
-        f"{_due(names, now)} FROM lease l JOIN pick ON pick.seq = l.seq"
+        f"{due_probe(names, now)} FROM lease l JOIN pick ON pick.seq = l.seq"
     )
 
 
@@ -474,7 +404,7 @@ def _claim_many(names: Names, now: str, min_priority: int, keys: int, size: int)
         f"touch AS (UPDATE {g} g SET last_claimed_at = {now} FROM ranked r "
         "WHERE g.group_id = r.group_id) "
         "SELECT l.seq, r.group_id, l.event, l.deliveries, r.before, r.was_by, r.was_expiry, "
-        f"{_due(names, now)} FROM lease l JOIN ranked r ON r.seq = l.seq ORDER BY r.k"
+        f"{due_probe(names, now)} FROM lease l JOIN ranked r ON r.seq = l.seq ORDER BY r.k"
     )
 
 

@@ -40,6 +40,9 @@ Exchange = Generator[int, None, T]
 _OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
 _TUPLES = pq.ExecStatus.TUPLES_OK
 _FATAL = pq.ExecStatus.FATAL_ERROR
+_SYNC = pq.ExecStatus.PIPELINE_SYNC
+#: libpq's pipeline mode (libpq 14 and later): statements sent together, one round trip.
+PIPELINES = pq.version() >= 140000
 _ACTIVE = pq.TransactionStatus.ACTIVE
 _IDLE = pq.TransactionStatus.IDLE
 #: How long an interrupted statement's cancel request may take (psycopg's own figure).
@@ -160,6 +163,94 @@ class Wire:
                 sql, values, param_types=adapt.types, param_formats=adapt.formats
             )
             result = self._check((yield from self._results()))
+        return self._rows(result)
+
+    def execute_after(
+        self, first: bytes, first_params: Sequence[Any], sql: bytes, params: Sequence[Any]
+    ) -> Exchange[tuple[list[Any], int]]:
+        """Run the prepared statement ``first``, then ``sql``, in one implicit transaction sent
+        at once (libpq's pipeline: one round trip); ``sql``'s rows and row count, as
+        :meth:`execute`'s. The server runs ``sql`` once ``first`` has returned, with a snapshot
+        of its own taken then (READ COMMITTED): what committed while ``first`` waited (for a
+        lock) is seen. An error in either rolls both back. Without pipelines (libpq before 14):
+        ``BEGIN``, the two statements and ``COMMIT``, one round trip each."""
+        if not PIPELINES:
+            yield from self.command(b"BEGIN")
+            try:
+                yield from self.execute(first, first_params)
+                found = yield from self.execute(sql, params)
+            except BaseException:
+                if self.in_transaction:
+                    with contextlib.suppress(psycopg.Error):
+                        yield from self.command(b"ROLLBACK")
+                raise
+            yield from self.command(b"COMMIT")
+            return found
+        pgconn = self.pgconn
+        pgconn.enter_pipeline_mode()
+        try:
+            sent = [self._send(first, first_params), self._send(sql, params)]
+            pgconn.pipeline_sync()
+            results = yield from self._pipeline_results()
+        finally:
+            if pgconn.pipeline_status != pq.PipelineStatus.OFF and not pgconn.is_busy():
+                with contextlib.suppress(psycopg.Error):
+                    pgconn.exit_pipeline_mode()
+        # Each statement's results in order: a preparation (when new), then its run.
+        runs = []
+        for prepared, key, name in sent:
+            if prepared:
+                self._prepared(results.pop(0))
+                self._names[key] = name  # prepared, whatever its run did
+            run = results.pop(0)
+            runs.append(self._prepared(run) if key is not None else self._check(run))
+        return self._rows(runs[1])
+
+    def _send(self, sql: bytes, params: Sequence[Any]) -> tuple[bool, Any, bytes]:
+        """Send ``sql`` with ``params`` in a pipeline (prepared first when new): whether it
+        was prepared now, its key and name."""
+        adapt, pgconn = self._adapt, self.pgconn
+        formats = self._formats.get(len(params))
+        if formats is None:
+            formats = self._formats[len(params)] = [PyFormat.AUTO] * len(params)
+        values = adapt.dump_sequence(params, formats)
+        if not self._server.preparing:
+            pgconn.send_query_params(
+                sql, values, param_types=adapt.types, param_formats=adapt.formats
+            )
+            return False, None, b""
+        key = (sql, adapt.types or ())
+        name = self._names.get(key)
+        new = name is None
+        if name is None:
+            name = _name_of(key)
+            pgconn.send_prepare(name, sql, param_types=adapt.types)
+        pgconn.send_query_prepared(name, values, param_formats=adapt.formats)
+        return new, key, name
+
+    def _pipeline_results(self) -> Exchange[list[list[pq.abc.PGresult]]]:
+        """The results of a pipeline up to its sync: a list per statement sent."""
+        pgconn = self.pgconn
+        while pgconn.flush():
+            yield READ | WRITE
+            pgconn.consume_input()
+        out: list[list[pq.abc.PGresult]] = []
+        current: list[pq.abc.PGresult] = []
+        while True:
+            while pgconn.is_busy():
+                yield READ
+                pgconn.consume_input()
+            result = pgconn.get_result()
+            if result is None:
+                out.append(current)
+                current = []
+            elif result.status == _SYNC:
+                return out
+            else:
+                current.append(result)
+
+    def _rows(self, result: pq.abc.PGresult) -> tuple[list[Any], int]:
+        adapt = self._adapt
         count = result.command_tuples
         if result.status != _TUPLES:
             return [], -1 if count is None else count
@@ -224,7 +315,11 @@ class Wire:
     def interrupted(self) -> Exchange[None]:
         """After an interrupted wait (the statement's cancel sent): read the statement's end,
         whatever it is, and roll back the transaction it was in."""
-        yield from self._results()
+        if self.pgconn.pipeline_status != pq.PipelineStatus.OFF:
+            yield from self._pipeline_results()  # to its sync, which ends its transaction
+            self.pgconn.exit_pipeline_mode()
+        else:
+            yield from self._results()
         if self.in_transaction:
             self.pgconn.send_query(b"ROLLBACK")
             yield from self._results()

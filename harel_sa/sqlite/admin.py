@@ -80,11 +80,13 @@ def release(
 
 
 def purge(conn: sqlite3.Connection, statements: Statements, group_id: str) -> int:
-    """Delete every message of ``group_id`` and its group row; how many messages went."""
+    """Delete every message of ``group_id`` (its scheduled ones too) and its group row; how
+    many messages went."""
+    group = {"group_id": group_id}
     with immediate_transaction(conn):
-        deleted = conn.execute(statements.purge_messages, {"group_id": group_id}).rowcount
-        conn.execute(statements.purge_group, {"group_id": group_id})
-        return deleted
+        deleted = conn.execute(statements.purge_messages, group).rowcount
+        conn.execute(statements.purge_group, group)
+        return deleted + conn.execute(statements.scheduling.purge, group).rowcount
 
 
 def _pick(group_id: str | None, seqs: tuple[int, ...] | None) -> dict[str, object]:

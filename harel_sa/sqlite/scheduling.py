@@ -10,12 +10,11 @@ its transaction's write lock, so two publishes of one key never both write. The 
 from __future__ import annotations
 
 import sqlite3
-from functools import lru_cache
 from typing import Any
 
 from harel_sa.schema import Names
 from harel_sa.seam import Due, Program, Query, Result, Row
-from harel_sa.sqlite.statements import Compiled, named, no_messages
+from harel_sa.sqlite.compiled import Compiled, named
 
 #: ``message_key`` as the statements compare it (a waiting keyed message is free: not leased,
 #: not parked, whatever its lease's expiry).
@@ -23,9 +22,11 @@ _WAITING = "locked_by IS NULL"
 
 
 class SchedulingStatements:
-    """The statements of scheduled and keyed messages under one prefix."""
+    """The statements of scheduled and keyed messages under one prefix (built by the
+    prefix's :class:`~harel_sa.sqlite.statements.Statements`, which gives its statement that
+    drops a group once empty)."""
 
-    def __init__(self, names: Names) -> None:
+    def __init__(self, names: Names, drop_group_if_empty: Compiled) -> None:
         m, g, s = names.messages, names.groups, names.scheduled
         self.schedule = named(
             f"INSERT INTO {s} (group_id, event, due_at, priority, routing_key, message_key) "
@@ -38,6 +39,19 @@ class SchedulingStatements:
         self.insert_group = named(
             f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "
             "VALUES (:group_id, :priority, :routing_key)"
+        )
+        # A keep publish: its look and its write in one statement (under the write lock).
+        none_waiting = (
+            f"WHERE NOT EXISTS (SELECT 1 FROM {m} WHERE message_key = :key AND {_WAITING}) "
+            f"AND NOT EXISTS (SELECT 1 FROM {s} WHERE message_key = :key)"
+        )
+        self.insert_keyed_unless_waiting = named(
+            f"INSERT INTO {m} (group_id, event, enqueued_at, message_key) "
+            f"SELECT :group_id, :event, :now, :key {none_waiting}"
+        )
+        self.schedule_unless_waiting = named(
+            f"INSERT INTO {s} (group_id, event, due_at, priority, routing_key, message_key) "
+            f"SELECT :group_id, :event, :due_at, :priority, :routing_key, :key {none_waiting}"
         )
         self.find_waiting = named(
             f"SELECT 'm', seq FROM {m} WHERE message_key = :key AND {_WAITING} "
@@ -53,9 +67,7 @@ class SchedulingStatements:
             f"DELETE FROM {m} WHERE message_key = :key AND {_WAITING} RETURNING group_id"
         )
         self.cancel_scheduled = named(f"DELETE FROM {s} WHERE message_key = :key")
-        self.drop_group_if_empty = named(
-            f"DELETE FROM {g} WHERE group_id = :group_id AND {no_messages(m, f'{g}.group_id')}"
-        )
+        self.drop_group_if_empty = drop_group_if_empty
         # A claim's promotion: one probe of the due index when nothing is due.
         self.due = named(f"SELECT 1 FROM {s} WHERE due_at <= :now LIMIT 1")
         due_order = f"FROM {s} WHERE due_at <= :now ORDER BY due_at, seq"
@@ -69,16 +81,12 @@ class SchedulingStatements:
         )
         self.promote_delete = named(f"DELETE FROM {s} WHERE due_at <= :now")
         self.scheduled_count = named(f"SELECT count(*) FROM {s}")
+        self.purge = named(f"DELETE FROM {s} WHERE group_id = :group_id")
         self.peek = named(
-            f"SELECT seq, CAST(group_id AS BLOB), CAST(event AS BLOB), due_at FROM {s} "
+            f"SELECT seq, CAST(group_id AS BLOB), CAST(event AS BLOB), due_at, "
+            f"CAST(message_key AS BLOB) FROM {s} "
             "WHERE :group_id IS NULL OR group_id = :group_id ORDER BY due_at, seq LIMIT :limit"
         )
-
-
-@lru_cache(maxsize=64)
-def scheduling_for(names: Names) -> SchedulingStatements:
-    """The statements of ``names``' prefix, built once per process."""
-    return SchedulingStatements(names)
 
 
 def probe(names: Names) -> str:
@@ -115,17 +123,25 @@ def publish_keyed(
     waiting one has the key (then, with ``replace``, it took the event, and the due time:
     a scheduled one is due at ``due`` or now; a queued one keeps its place)."""
     group_id, event, priority, routing_key = row
+    group = {"group_id": group_id, "priority": priority, "routing_key": routing_key}
+    if not replace:  # one statement looks and writes; the group row only when it wrote
+        if due is not None:
+            params = {**group, "event": event, "due_at": due_at(due, now), "key": key}
+            return (yield Query(st.schedule_unless_waiting, params)).rowcount == 1
+        params = {"group_id": group_id, "event": event, "now": now, "key": key}
+        if (yield Query(st.insert_keyed_unless_waiting, params)).rowcount != 1:
+            return False
+        yield Query(st.insert_group, group)
+        return True
     found = (yield Query(st.find_waiting, {"key": key})).rows
     if found:
-        if replace:
-            where, seq = found[0]
-            if where == "m":
-                yield Query(st.replace_queued, {"seq": seq, "event": event})
-            else:
-                when = now if due is None else due_at(due, now)
-                yield Query(st.replace_scheduled, {"seq": seq, "event": event, "due_at": when})
+        where, seq = found[0]
+        if where == "m":
+            yield Query(st.replace_queued, {"seq": seq, "event": event})
+        else:
+            when = now if due is None else due_at(due, now)
+            yield Query(st.replace_scheduled, {"seq": seq, "event": event, "due_at": when})
         return False
-    group = {"group_id": group_id, "priority": priority, "routing_key": routing_key}
     if due is None:
         yield Query(st.insert_keyed, {"group_id": group_id, "event": event, "now": now, "key": key})
         yield Query(st.insert_group, group)

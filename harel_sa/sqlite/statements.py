@@ -1,26 +1,23 @@
 """Every statement harel_sa sends to SQLite at runtime, for one prefix, built once.
 
-The queue's operations (:mod:`~harel_sa.sqlite.operations`) and the admin ones
-(:mod:`~harel_sa.sqlite.admin`) execute these on the driver connection (sqlite3 directly, or
-inside aiosqlite's thread); nothing is built per call. Each is a Core ``text()`` construct
-compiled once by SQLAlchemy's sqlite dialect (:class:`Compiled`); the driver is never handed a
-string that skipped it. Each rule of the queue is written once, as an SQL fragment every
-statement that needs it uses: when a lease is live (:func:`live_lease`), which message heads a
-group (:func:`head_of`), when a group may be claimed (:func:`eligible`), the rotation's order
+The queue's operations (:mod:`~harel_sa.sqlite.operations`) and the admin ones execute these
+on the driver connection (sqlite3, or inside aiosqlite's thread); nothing is built per call.
+Each is compiled once (:mod:`~harel_sa.sqlite.compiled`); those of scheduled and keyed messages
+are :mod:`~harel_sa.sqlite.scheduling`'s. Each rule of the queue is written once, as an SQL
+fragment: when a lease is live (:func:`live_lease`), which message heads a group
+(:func:`head_of`), when a group may be claimed (:func:`eligible`), the rotation's order
 (:func:`rotation`), when a group has no message left (:func:`no_messages`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from sqlalchemy import TextClause, text
-from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
-
 from harel_sa.rules import BATCH_MAX, LOOKAHEAD, PARKED
 from harel_sa.schema import MAX_PRIORITY, Names
+from harel_sa.sqlite.compiled import Compiled, named, positional
+from harel_sa.sqlite.scheduling import SchedulingStatements, probe
 
 # Reading rows another program may have written: any column may hold any type, and TEXT may
 # be bytes that are not UTF-8 (the sqlite3 driver raises on fetching those). These
@@ -44,48 +41,6 @@ def priority_of(column: str) -> str:
 
 def number_or_null(column: str) -> str:
     return f"CASE WHEN typeof({column}) IN ('integer', 'real') THEN {column} END"
-
-
-#: The sqlite dialect, binding by name (from a dict) and by number (from a tuple). The admin
-#: statements keep their names (:func:`named`); those of publish, claim, ack, nack and extend are
-#: numbered (:func:`positional`) and bound from a tuple: for a dict the driver builds and hashes a
-#: string per parameter per call, a cost the hot path's calls do not pay.
-_BY_NAME = SQLiteDialect_pysqlite(paramstyle="named")
-_BY_NUMBER = SQLiteDialect_pysqlite(paramstyle="numeric")
-
-
-class Compiled(str):
-    """SQLAlchemy's compilation of the Core ``text()`` construct ``clause`` for the sqlite3
-    driver: the statement as the driver is handed it. It keeps the construct for the outbox to
-    run on an application's connection. Table names come from :class:`~harel_sa.schema.Names`."""
-
-    clause: TextClause
-
-
-def named(sql: str) -> Compiled:
-    """``sql`` as a ``text()`` construct compiled for binding from a dict (``:name``)."""
-    clause = text(sql)
-    found = Compiled(clause.compile(dialect=_BY_NAME))
-    found.clause = clause
-    return found
-
-
-def positional(sql: str, *order: str) -> Compiled:
-    """``sql`` as a ``text()`` construct compiled for binding from a tuple: each ``:name`` as
-    ``?N``, ``N`` its place in ``order`` (from 1). A name ``order`` leaves out raises
-    ``ValueError`` (a statement mistyped here, found when it is built, never at a call)."""
-    clause = text(sql)
-    compiled = clause.compile(dialect=_BY_NUMBER)
-    names = list(compiled.positiontup or ())
-    left = sorted(set(names) - set(order))
-    if left:
-        raise ValueError(f"{left} not in {order} for: {sql}")
-    numbered = re.sub(
-        r":(\d+)\b", lambda m: f"?{order.index(names[int(m[1]) - 1]) + 1}", str(compiled)
-    )
-    found = Compiled(numbered)
-    found.clause = clause
-    return found
 
 
 # The rules.
@@ -244,9 +199,7 @@ class Statements:
             )
         )
         self._admin(m, g, d)
-        from harel_sa.sqlite.scheduling import scheduling_for  # it builds on this module
-
-        self.scheduling = scheduling_for(names)
+        self.scheduling = SchedulingStatements(names, self.drop_group_if_empty)
 
     def _admin(self, m: str, g: str, d: str) -> None:
         # -- the admin operations: reads in one snapshot, and repairs ------------------------
@@ -289,7 +242,7 @@ class Statements:
         self.peek = named(
             f"SELECT seq, {raw_text('group_id')}, {raw_text('event')}, {raw_text('locked_by')}, "
             f"{number_or_null('lock_expiry')}, {count_of('deliveries')}, "
-            f"coalesce({live_lease(m)}, 0), {since} FROM {m} "
+            f"coalesce({live_lease(m)}, 0), {since}, {raw_text('message_key')} FROM {m} "
             "WHERE :group_id IS NULL OR group_id = :group_id ORDER BY seq LIMIT :limit"
         )
         self.end_parks = named(
@@ -454,7 +407,7 @@ def _lane(names: Names, where: str, limit: str) -> str:
         "g.last_claimed_at AS last_claimed_at, g.rowid AS grow, "
         # Whether a scheduled message is due (then the claim promotes and selects again): one
         # step of the due index, the claim's whole cost of scheduled messages.
-        f"(SELECT 1 FROM {names.scheduled} AS s WHERE s.due_at <= :now LIMIT 1) AS due "
+        f"{probe(names)} AS due "
         f"FROM {g} AS g LEFT JOIN {m} AS m ON m.seq = {head_of(m, 'g')} "
         f"WHERE {where} AND {eligible(m, 'm', 'g')} "
         f"ORDER BY {rotation('g')} LIMIT {limit}"

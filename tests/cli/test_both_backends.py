@@ -111,6 +111,49 @@ def test_every_queue_command_answers_the_same_on_both_backends(
             assert (left.messages, left.parked, left.dead) == (3, 0, 0), backend
 
 
+def test_purge_takes_the_groups_scheduled_messages_too(
+    cli: Cli, queues: dict[str, list[str]]
+) -> None:
+    for backend, at in queues.items():
+        with opened(backend, at) as q:
+            q.publish("later", Event(kind="x"), delay=3600)  # a group of scheduled ones only
+            q.publish("ready", Event(kind="y"), key="K", delay=3600)
+            q.publish("kept", Event(kind="z"), delay=3600)
+        declined = cli("purge", *at, "--group", "later")
+        assert declined.returncode == 1 and "1 message(s)" in declined.stderr, backend
+        assert as_json(cli("purge", *at, "--group", "later", "--yes", "--json")) == {"purged": 1}
+        assert as_json(cli("purge", *at, "--group", "ready", "--yes", "--json")) == {"purged": 2}
+        with opened(backend, at) as q:
+            left = q.stats()
+            assert (left.messages, left.scheduled) == (2, 1), backend
+            assert [m.group_id for m in q.peek(scheduled=True) if m.state == "scheduled"] == [
+                "kept"
+            ]
+
+
+def test_peek_shows_the_keys_as_a_column_and_in_json(
+    cli: Cli, queues: dict[str, list[str]]
+) -> None:
+    for backend, at in queues.items():
+        plain = cli("peek", *at)
+        assert plain.stdout.split("\n")[0].split()[:3] == ["seq", "group", "state"], backend
+        with opened(backend, at) as q:
+            q.publish("ready", Event(kind="y"), key="reindex:7")
+            q.publish("later", Event(kind="x"), key="timer:9", delay=3600)
+        text = cli("peek", *at)
+        assert text.stdout.split("\n")[0].split()[:4] == ["seq", "group", "key", "state"]
+        keys = [line.split()[2] for line in text.stdout.strip().split("\n")[1:]]
+        assert keys == ["-", "-", "-", "reindex:7", "timer:9"], backend
+        shown = as_json(cli("peek", *at, "--json"))
+        assert [(m["group_id"], m["key"]) for m in shown] == [
+            ("leased", None),
+            ("parked", None),
+            ("ready", None),
+            ("ready", "reindex:7"),
+            ("later", "timer:9"),
+        ], backend
+
+
 def test_the_reading_commands_work_for_a_role_that_may_only_select(cli: Cli, pg_url: str) -> None:
     import psycopg
     from sqlalchemy import make_url

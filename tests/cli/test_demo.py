@@ -60,6 +60,22 @@ def test_a_file_that_still_holds_messages_needs_fresh(cli: Cli, tmp_path: Path) 
         assert q.stats().messages == 0
 
 
+def test_a_file_that_still_holds_scheduled_messages_needs_fresh(cli: Cli, tmp_path: Path) -> None:
+    db = str(tmp_path / "later.db")
+    with SqliteTransport(db) as q:
+        q.publish("left-over", Event(kind="x"), delay=3600)
+        q.publish("g1", Event(kind="y"), key="K", delay=3600)  # a group the demo publishes to
+    refused = cli("demo", "--db", db, *SMALL)
+    assert refused.returncode == 2 and "1 scheduled" not in one_line_error(refused)
+    assert "2 scheduled" in one_line_error(refused)
+    forced = cli("demo", "--db", db, *SMALL, "--fresh", "--json")
+    assert forced.returncode == 0, forced.stderr
+    assert as_json(forced)["ok"] is True
+    with SqliteTransport(db) as q:
+        stats = q.stats()
+        assert (stats.messages, stats.scheduled) == (0, 0)
+
+
 def test_verify_accepts_exactly_once_in_order() -> None:
     deliveries = [(0, 0, 10), (1, 0, 11), (0, 1, 12), (1, 1, 13), (0, 2, 14)]
     assert verify([3, 2], deliveries) == []

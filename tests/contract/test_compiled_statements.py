@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import TextClause
 
 from harel_sa import Event, PostgresTransport, SqliteTransport
+from harel_sa.postgres import compiled as pgc
 from harel_sa.postgres import statements as pg
 from harel_sa.schema import Names
 from harel_sa.sqlite import statements as lite
@@ -85,10 +86,10 @@ def test_postgresql_prepares_only_compiled_text_constructs(pg_url: str) -> None:
         q._sessions.keep(session)
     st = pg.statements_for(Names(), True)
     every = [*vars(st).values(), *vars(st.scheduling).values()]
-    compiled = {s.sql.decode() for s in every if isinstance(s, pg.Statement)}
+    compiled = {s.sql.decode() for s in every if isinstance(s, pgc.Statement)}
     for statement in vars(st).values():
-        if isinstance(statement, pg.Statement):
-            assert statement.sql == str(statement.clause.compile(dialect=pg._DOLLAR)).encode()
+        if isinstance(statement, pgc.Statement):
+            assert statement.sql == str(statement.clause.compile(dialect=pgc._DOLLAR)).encode()
     assert len(prepared) > 10
     strays = [sql for sql in prepared if sql not in compiled and not _built_on_demand(st, sql)]
     assert not strays, strays
@@ -101,6 +102,6 @@ def _built_on_demand(st: Any, sql: str) -> bool:
     built += [st.acks(size) for size in pg.BATCH_SIZES]
     built += [st.claim_many(0, keys, size) for keys in (0, 2) for size in pg.BATCH_SIZES]
     return any(
-        s.sql.decode() == sql and s.sql == str(s.clause.compile(dialect=pg._DOLLAR)).encode()
+        s.sql.decode() == sql and s.sql == str(s.clause.compile(dialect=pgc._DOLLAR)).encode()
         for s in built
     )

@@ -130,6 +130,21 @@ def test_keep_replace_and_in_flight(open_queue: OpenQueue, db: str, clock: FakeC
     assert drain(q) == ["plain", "k4"]
 
 
+def test_keep_looks_among_the_queued_and_the_scheduled(
+    open_queue: OpenQueue, db: str, clock: FakeClock
+) -> None:
+    q = open_queue(db, clock=clock)
+    assert q.publish("g", ev("s1"), key="S", delay=60) is True
+    assert q.publish("g", ev("s2"), key="S") is False  # a scheduled one waits
+    assert q.publish("g", ev("s3"), key="S", delay=5) is False
+    assert q.publish("h", ev("q1"), key="Q") is True
+    assert q.publish("h", ev("q2"), key="Q", delay=5) is False  # a queued one waits
+    stats = q.stats()
+    assert (stats.messages, stats.scheduled, stats.groups) == (1, 1, 1)
+    clock.advance(60)
+    assert drain(q) == ["q1", "s1"]
+
+
 def test_a_scheduled_keyed_message_is_replaced_with_its_new_due_time(
     open_queue: OpenQueue, db: str, clock: FakeClock
 ) -> None:
@@ -157,6 +172,41 @@ def test_cancel_deletes_the_waiting_message_never_one_in_flight(
     assert lease is not None
     assert q.cancel("Q") is False  # in flight: untouched
     assert q.ack(lease)
+
+
+def test_cancel_drops_the_group_it_emptied_and_no_other(
+    open_queue: OpenQueue, db: str, clock: FakeClock
+) -> None:
+    q = open_queue(db, clock=clock)
+    q.publish("alone", ev("a"), key="A")
+    q.publish("shared", ev("b"), key="B")
+    q.publish("shared", ev("plain"))
+    q.publish("later", ev("c"), key="C", delay=60)
+    assert q.stats().groups == 2
+    assert q.cancel("A") and q.cancel("B") and q.cancel("C")
+    stats = q.stats()
+    assert (stats.messages, stats.scheduled, stats.groups) == (1, 0, 1)
+    assert [(p.priority, p.groups, p.messages) for p in stats.by_priority] == [(0, 1, 1)]
+    assert drain(q) == ["plain"]
+    assert q.stats().groups == 0
+
+
+def test_purge_deletes_the_groups_scheduled_messages_too(
+    open_queue: OpenQueue, db: str, clock: FakeClock
+) -> None:
+    q = open_queue(db, clock=clock)
+    q.publish("g", ev("now"))
+    q.publish("g", ev("later"), delay=60)
+    q.publish("g", ev("keyed"), key="K", delay=30)
+    q.publish("only-later", ev("x"), delay=60)
+    q.publish("h", ev("h-later"), delay=60)
+    assert q.purge("g") == 3
+    assert q.purge("only-later") == 1
+    stats = q.stats()
+    assert (stats.messages, stats.scheduled, stats.groups) == (0, 1, 0)
+    assert q.publish("g", ev("again"), key="K") is True  # its key is free
+    clock.advance(60)
+    assert drain(q) == ["again", "h-later"]
 
 
 def test_acked_and_dead_messages_free_their_key(
@@ -218,3 +268,23 @@ def test_peek_shows_scheduled_messages_with_their_due_time(
     ]
     assert [m.group_id for m in q.peek("g", 5, scheduled=True)] == ["g", "g"]
     assert len(q.peek(None, 2, scheduled=True)) == 2
+
+
+def test_peek_shows_each_messages_key(open_queue: OpenQueue, db: str, clock: FakeClock) -> None:
+    q = open_queue(db, clock=clock)
+    q.publish("g", ev("plain"))
+    q.publish("g", ev("queued"), key="Q")
+    q.publish("g", ev("later"), key="S", delay=10)
+    q.publish("g", ev("later-plain"), delay=20)
+    assert [(m.state, m.key) for m in q.peek(scheduled=True)] == [
+        ("ready", None),
+        ("ready", "Q"),
+        ("scheduled", "S"),
+        ("scheduled", None),
+    ]
+    lease = q.claim("w", VIS)
+    assert lease is not None and lease.event.kind == "plain"
+    q.ack(lease)
+    lease = q.claim("w", VIS)
+    assert lease is not None
+    assert [(m.state, m.key) for m in q.peek()] == [("leased", "Q")]  # in flight, its key

@@ -23,7 +23,8 @@ import pytest
 from psycopg import sql
 
 from harel_sa import Event, PostgresTransport
-from harel_sa.postgres.statements import Statement, statements_for
+from harel_sa.postgres.compiled import Statement
+from harel_sa.postgres.statements import statements_for
 from harel_sa.schema import Names
 
 NAMES = Names()

@@ -33,7 +33,7 @@ from harel_sa import (
     PostgresTransport,
     Worker,
 )
-from harel_sa.postgres.statements import channel
+from harel_sa.postgres.compiled import channel
 from harel_sa.schema import Names
 from tests.pgbouncer import Bouncer
 

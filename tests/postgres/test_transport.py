@@ -28,7 +28,7 @@ from harel_sa import (
     TransportClosedError,
 )
 from harel_sa import migrations as mig
-from harel_sa.postgres.statements import SERVER_NOW
+from harel_sa.postgres.compiled import SERVER_NOW
 from harel_sa.schema import Names
 from tests.checks import first_call
 from tests.conftest import FakeClock

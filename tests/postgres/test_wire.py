@@ -19,9 +19,10 @@ import pytest
 from psycopg import errors as pg
 from psycopg import pq
 
+from harel_sa.postgres import wire
+from harel_sa.postgres.compiled import positional
 from harel_sa.postgres.driver import ADAPTERS, arun, run
-from harel_sa.postgres.operations import One, Op
-from harel_sa.postgres.statements import positional
+from harel_sa.postgres.kinds import Locked, One, Op
 from harel_sa.postgres.wire import AsyncConnection, Connection, ServerSession, Unprepared, Wire
 from harel_sa.seam import Program, Query, Result
 from tests.postgres.relay import holding_the_close
@@ -188,6 +189,106 @@ def test_the_connections_of_one_server_session_turn_unprepared_together(pg_url: 
             run(first, one(ECHO_INT, n=1))
         assert run(second, one(ECHO_INT, n=3)).rows == [(3,)]
         assert prepared(second) == []
+
+
+LOCK = positional("SELECT pg_advisory_xact_lock(:lock ::bigint)")
+COUNT = positional("SELECT count(*) FROM marks")
+
+
+def locked(first: Any, query: Any, read: Any = None, **params: Any) -> Locked[Any]:
+    return Locked(Query(first, params), Query(query, params), read or (lambda result: result))
+
+
+def test_a_locked_statement_sees_what_committed_while_its_lock_waited(
+    conn: Connection, pg_url: str
+) -> None:
+    """The lock and the statement go together (one round trip), but the statement's snapshot
+    is taken once the lock is held: a row the lock's holder committed is seen (in one
+    statement, it would not be: its snapshot is taken before the lock is)."""
+    with psycopg.connect(pg_url) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(7)")
+        holder.execute("INSERT INTO marks (n) VALUES (1)")
+        timer = threading.Timer(0.3, holder.commit)
+        timer.start()
+        try:
+            started = time.monotonic()
+            result = run(conn, locked(LOCK, COUNT, lock=7))
+        finally:
+            timer.join()
+    assert time.monotonic() - started >= 0.25  # it waited for the lock
+    assert result.rows == [(1,)]
+    assert conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
+    assert conn.pgconn.pipeline_status == pq.PipelineStatus.OFF
+
+
+def test_a_locked_statement_that_fails_rolls_back_its_lock_statement_too(
+    conn: Connection,
+) -> None:
+    with pytest.raises(pg.DivisionByZero):
+        run(conn, locked(INSERT, positional("SELECT 1 / :n"), n=0))
+    assert count(conn) == 0
+    assert conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
+    # Both statements were prepared in the failed pipeline's turn: sent by name from now on.
+    assert run(conn, locked(INSERT, COUNT, n=1)).rows == [(1,)]
+    assert len(names(conn)) == 3 and count(conn) == 1
+    with pytest.raises(pg.UndefinedTable):  # the lock's statement fails: the other never runs
+        run(conn, locked(positional("SELECT * FROM nowhere WHERE n = :n"), INSERT, n=5))
+    assert count(conn) == 1 and run(conn, one(ECHO_INT, n=2)).rows == [(2,)]
+
+
+def test_without_pipelines_a_locked_statement_is_a_transaction_of_its_own(
+    conn: Connection, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libpq before 14 has no pipeline: BEGIN, the two statements, COMMIT (or ROLLBACK)."""
+    monkeypatch.setattr(wire, "PIPELINES", False)
+    test_a_locked_statement_sees_what_committed_while_its_lock_waited(conn, pg_url)
+    conn.execute("DELETE FROM marks")
+    with pytest.raises(pg.DivisionByZero):
+        run(conn, locked(INSERT, positional("SELECT 1 / :n"), n=0))
+    assert count(conn) == 0
+    assert conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
+
+
+def test_a_locked_statement_runs_again_while_its_read_says_so(conn: Connection) -> None:
+    seen: list[int] = []
+
+    def read(result: Result) -> int | None:
+        seen.append(result.rows[0][0])
+        return None if len(seen) < 3 else seen[-1]
+
+    assert run(conn, locked(INSERT, COUNT, read, n=1)) == 3
+    assert seen == [1, 2, 3]  # each run its own transaction, committed
+
+
+def test_a_locked_statement_goes_unprepared_behind_a_pooler(
+    conn: Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    run(conn, locked(INSERT, COUNT, n=1))
+    conn.execute("DEALLOCATE ALL")
+    with pytest.raises(Unprepared) as raised:
+        run(conn, locked(INSERT, COUNT, n=2))
+    assert raised.value.repeatable and count(conn) == 1
+    assert run(conn, locked(INSERT, COUNT, n=2)).rows == [(2,)]
+    assert prepared(conn) == []
+
+
+@pytest.mark.usefixtures("ctrl_c")
+def test_ctrl_c_in_a_locked_statements_wait_ends_its_pipeline(
+    conn: Connection, pg_url: str
+) -> None:
+    pid = conn.info.backend_pid
+    with psycopg.connect(pg_url) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(8)")
+        timer = _interrupt_soon(0.3)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                run(conn, locked(LOCK, INSERT, lock=8, n=1))
+        finally:
+            timer.cancel()
+    assert not conn.closed and conn.info.backend_pid == pid
+    assert conn.pgconn.pipeline_status == pq.PipelineStatus.OFF
+    assert conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
+    assert count(conn) == 0 and run(conn, one(INSERT, n=2)).rowcount == 1
 
 
 @pytest.fixture

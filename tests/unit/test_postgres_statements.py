@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from harel_sa.postgres.statements import Statement, positional, statements_for
+from harel_sa.postgres.compiled import Statement, positional
+from harel_sa.postgres.statements import statements_for
 from harel_sa.schema import Names
 
 

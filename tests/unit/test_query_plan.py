@@ -10,7 +10,8 @@ import pytest
 from harel_sa import SqliteTransport
 from harel_sa.rules import LOOKAHEAD
 from harel_sa.schema import Names
-from harel_sa.sqlite.statements import positional, statements_for
+from harel_sa.sqlite.compiled import positional
+from harel_sa.sqlite.statements import statements_for
 
 NAMES = Names()
 BASE_TABLES = {"g", "m", "x", "h"}  # the aliases the claim gives its tables
