@@ -13,8 +13,10 @@ from __future__ import annotations
 from functools import lru_cache, partial
 
 from harel_sa.postgres.backend import PostgresBackend
-from harel_sa.postgres.operations import BEGIN_WRITE, ClockOrServer, Op, publish_one
-from harel_sa.postgres.statements import Statement, Statements, positional
+from harel_sa.postgres.compiled import Statement, positional
+from harel_sa.postgres.kinds import BEGIN_WRITE, ClockOrServer, Op
+from harel_sa.postgres.operations import publish_one
+from harel_sa.postgres.statements import Statements
 from harel_sa.schema import Names
 from harel_sa.seam import Program, Query, Row
 from harel_sa.validate import no_nul

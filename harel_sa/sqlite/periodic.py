@@ -14,8 +14,9 @@ from functools import lru_cache
 from harel_sa.schema import Names
 from harel_sa.seam import Clock, Row
 from harel_sa.sqlite.backend import SqliteBackend, SqliteCall
+from harel_sa.sqlite.compiled import Compiled, named
 from harel_sa.sqlite.driver import immediate_transaction
-from harel_sa.sqlite.statements import Compiled, Statements, named
+from harel_sa.sqlite.statements import Statements
 
 
 class PeriodicStatements:
