@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pwd
 import shutil
 import sqlite3
 import subprocess
@@ -121,12 +120,6 @@ def test_a_mode_ro_url_is_honoured_by_every_command(cli: Cli, tmp_path: Path, qu
 # --- as an unprivileged user: a read-only file in a read-only directory ---------------------
 
 
-def drop_privileges() -> None:
-    nobody = pwd.getpwnam("nobody")
-    os.setgid(nobody.pw_gid)
-    os.setuid(nobody.pw_uid)
-
-
 @pytest.fixture
 def locked_dir() -> Iterator[Path]:
     """A directory the test fills, then makes read-only (0555, files 0444) for the command."""
@@ -145,16 +138,24 @@ def lock(folder: Path) -> None:
     os.chmod(folder, 0o555)
 
 
+def unprivileged(command: list[str]) -> list[str]:
+    """``command`` run without write access to what its modes forbid: as root (which ignores
+    them), with no capability left (``setpriv``, util-linux), so the interpreter stays
+    reachable wherever it is installed (say, under a 0700 ``/root``)."""
+    if os.geteuid() != 0:
+        return command
+    return ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--", *command]
+
+
 def as_user(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``python -m harel_sa ARGS`` as a user without write access (root gives root up)."""
+    """``python -m harel_sa ARGS`` without write access (:func:`unprivileged`)."""
     return subprocess.run(
-        [sys.executable, "-m", "harel_sa", *args],
+        unprivileged([sys.executable, "-m", "harel_sa", *args]),
         capture_output=True,
         text=True,
         cwd=cwd,
         timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        preexec_fn=drop_privileges if os.geteuid() == 0 else None,
         check=False,
     )
 
@@ -228,11 +229,10 @@ def test_the_transport_reads_a_read_only_file_and_refuses_writes(locked_dir: Pat
         "    print('ReadOnlyError')\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, str(path)],
+        unprivileged([sys.executable, "-c", code, str(path)]),
         capture_output=True,
         text=True,
         timeout=120,
-        preexec_fn=drop_privileges if os.geteuid() == 0 else None,
         check=False,
     )
     assert done.stdout.split() == ["1", "ReadOnlyError"], done.stderr

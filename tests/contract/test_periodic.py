@@ -5,6 +5,7 @@ a record; the ticker publishes each due tick once and, after a gap, only the las
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from harel_sa import Event, Periodic, PostgresTransport, SqliteTransport
 from harel_sa.periodic import publish_tick, publish_tick_async
-from harel_sa.worker.ticker import Ticker
+from harel_sa.worker.ticker import AsyncTicker, Ticker
 from tests.conftest import FakeClock
 from tests.contract.conftest import Blocking, OpenQueue, read
 
@@ -84,22 +85,28 @@ def test_the_message_is_an_ordinary_one_of_its_group(
     assert q.ack(lease)
 
 
+def stepper(q: Any, clock: FakeClock) -> Callable[[], list[tuple[str, float]]]:
+    """One pass of a ticker on ``q``: the async ticker on the async kinds' own transport."""
+    if isinstance(q, Blocking):
+        ticker = AsyncTicker(q._transport, [EVERY], clock=clock)
+        return lambda: q._runner.run(ticker.step())
+    return Ticker(q, [EVERY], clock=clock).step
+
+
 def test_the_ticker_publishes_each_tick_once_and_after_a_gap_only_the_last(
     open_queue: OpenQueue, db: str, clock: FakeClock
 ) -> None:
     clock.now = 1_000.5
     a, b = open_queue(db, clock=clock), open_queue(db, clock=clock)
-    workers = [Ticker(a, [EVERY], clock=clock), Ticker(b, [EVERY], clock=clock)]
-    if isinstance(a, Blocking):  # the sync ticker on the async twins' calls
-        pytest.skip("the async ticker runs in tests/worker/test_periodic.py")
-    assert [t.step() for t in workers] == [[], []]  # 1000 is before they started: no past
+    workers = [stepper(a, clock), stepper(b, clock)]
+    assert [step() for step in workers] == [[], []]  # 1000 is before they started: no past
     published = []
     for _ in range(5):
         clock.advance(1)
-        published += [p for t in workers for p in t.step()]
+        published += [p for step in workers for p in step()]
     assert published == [("beat", float(s)) for s in range(1001, 1006)]
     clock.advance(3600)  # nobody stepped for an hour: one tick, the last
-    assert [t.step() for t in workers] == [[("beat", 4605.0)], []]
+    assert [step() for step in workers] == [[("beat", 4605.0)], []]
     assert len(ticks(a)) == 6
 
 
