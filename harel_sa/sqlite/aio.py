@@ -152,7 +152,7 @@ class AsyncSqliteTransport(AsyncTransport[E]):
         o = options
         where = driver.where
         try:
-            at_head = await driver.run(
+            unchecked = await driver.run(
                 lambda raw: startup.run(
                     raw, o.names, o.busy_timeout, durability, create_schema, where
                 )
@@ -162,8 +162,7 @@ class AsyncSqliteTransport(AsyncTransport[E]):
             raise
         transport = cls(options, durability, driver)
         transport._target = path
-        if not at_head:
-            transport._unchecked = lambda raw: startup.check(raw, o.names, o.busy_timeout, where)
+        transport._unchecked = unchecked
         return transport
 
     @property
