@@ -96,11 +96,6 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         transport._unchecked = unchecked
         return transport
 
-    @property
-    def database(self) -> str:
-        """The database this transport opened, for messages and logs (no password)."""
-        return self._where
-
     async def _same_database_check(self) -> Callable[[tuple[Any, ...]], bool]:
         mine: tuple[Any, ...] = await self._run(self._backend.identity())
         return lambda identity: tuple(identity) == mine

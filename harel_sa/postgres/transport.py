@@ -109,11 +109,6 @@ class PostgresTransport(Transport[E]):
         self._sessions: Sessions[Connection] = Sessions()
         self._listener = Listener(settings.conninfo, options.names, settings.server)
 
-    @property
-    def database(self) -> str:
-        """The database this transport opened, for messages and logs (no password)."""
-        return self._where
-
     def _same_database(self, identity: tuple[Any, ...]) -> bool:
         if self._identity is None:
             self._identity = self._run(self._backend.identity())

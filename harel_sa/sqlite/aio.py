@@ -165,11 +165,6 @@ class AsyncSqliteTransport(AsyncTransport[E]):
         transport._unchecked = unchecked
         return transport
 
-    @property
-    def database(self) -> str:
-        """The database this transport opened, for messages and logs (no password)."""
-        return self._where
-
     async def _same_database_check(self) -> Callable[[tuple[Any, ...]], bool]:
         mine = self._driver.watch.path if self._driver is not None else None
         return lambda identity: same_file(identity[0], mine)

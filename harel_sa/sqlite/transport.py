@@ -64,11 +64,6 @@ class SqliteTransport(Transport[E]):
             self.close()
             raise
 
-    @property
-    def database(self) -> str:
-        """The database this transport opened, for messages and logs (no password)."""
-        return self._where
-
     def _same_database(self, identity: tuple[Any, ...]) -> bool:
         return same_file(identity[0], self._db.watch.path if self._db is not None else None)
 
