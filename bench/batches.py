@@ -38,6 +38,7 @@ from common import (
     Config,
     Row,
     X,
+    claim_and_ack_all,
     event,
     fmt,
     fmt_ratio,
@@ -137,12 +138,10 @@ def drain(variant: str, path: str, sync: str, items: list[tuple[str, Any]]) -> f
         try:
             base.publish_many(items)
             t0 = time.perf_counter()
-            n = 0
             if variant == "baseline":
-                while (lease := base.claim("w", VISIBILITY)) is not None:
-                    base.ack(lease)
-                    n += 1
+                n = claim_and_ack_all(base)
             else:
+                n = 0
                 leases = base.ack_many_and_claim_many([], "w", VISIBILITY, BATCH)
                 while leases:
                     n += len(leases)
@@ -165,12 +164,10 @@ def drain(variant: str, path: str, sync: str, items: list[tuple[str, Any]]) -> f
         with SqliteTransport(path, synchronous=sync) as q:  # type: ignore[arg-type]
             q.publish_many(items)
             t0 = time.perf_counter()
-            n = 0
             if variant == "harel_sa":
-                while (one := q.claim("w", VISIBILITY)) is not None:
-                    q.ack(one)
-                    n += 1
+                n = claim_and_ack_all(q)
             else:
+                n = 0
                 batch = q.claim_many("w", VISIBILITY, BATCH)
                 while batch:
                     n += len(batch)

@@ -83,6 +83,16 @@ def drain(q: Queue, worker: str = "w") -> int:
     return n
 
 
+def claim_and_ack_all(t: Any) -> int:
+    """Claim (for ``VISIBILITY``) and ack one message at a time until none is left; how many.
+    Any transport: harel_sa's, the baseline's, harel's."""
+    n = 0
+    while (lease := t.claim("w", VISIBILITY)) is not None:
+        t.ack(lease)
+        n += 1
+    return n
+
+
 def per_op(
     fn: Callable[[], Any],
     after: Callable[[Any], Any] | None,

@@ -18,7 +18,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import VISIBILITY, Config, Row, X, fmt_ratio, med, ratios, summary, verdict
+from common import (
+    VISIBILITY,
+    Config,
+    Row,
+    X,
+    claim_and_ack_all,
+    fmt_ratio,
+    med,
+    ratios,
+    summary,
+    verdict,
+)
 
 THEIRS, OURS = "harel", "harel_sa"
 PEERS = (THEIRS, OURS)
@@ -82,10 +93,7 @@ def _sync_drain(peer: str, path: Path, events: list[Any], groups: int) -> tuple[
         for i, event in enumerate(events):
             t.publish(f"g{i % groups}", event)
         t1 = time.perf_counter()
-        done = 0
-        while (lease := t.claim("w", VISIBILITY)) is not None:
-            t.ack(lease)
-            done += 1
+        done = claim_and_ack_all(t)
         t2 = time.perf_counter()
     finally:
         t.close()

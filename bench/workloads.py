@@ -22,6 +22,7 @@ from common import (
     Config,
     Queue,
     X,
+    claim_and_ack_all,
     drain,
     event,
     opened,
@@ -348,12 +349,10 @@ def fast_paths(cfg: Config) -> dict[str, Any]:
                 try:
                     t_.publish_many([(f"g{i % g}", event(i)) for i in range(n)])
                     t0 = time.perf_counter()
-                    done = 0
                     if variant == "separate":
-                        while (lease := t_.claim("w", VISIBILITY)) is not None:
-                            t_.ack(lease)
-                            done += 1
+                        done = claim_and_ack_all(t_)
                     else:
+                        done = 0
                         lease = t_.claim("w", VISIBILITY)
                         while lease is not None:
                             _, lease = t_.ack_and_claim(lease, "w", VISIBILITY)

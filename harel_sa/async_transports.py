@@ -31,6 +31,7 @@ class AsyncTransport(Generic[E]):
 
     _binder: Binder[E]
     _outbox: AsyncOutbox[E] | None = None
+    _where: str  # the database, as messages and logs name it
 
     async def _run(self, call: Bound[T]) -> T:
         raise NotImplementedError
@@ -68,6 +69,11 @@ class AsyncTransport(Generic[E]):
     @property
     def prefix(self) -> str:
         return self._binder.options.names.prefix
+
+    @property
+    def database(self) -> str:
+        """The database this transport opened, for messages and logs (no password)."""
+        return self._where
 
     @traces.traced_async("publish")
     async def publish(

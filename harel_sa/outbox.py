@@ -81,22 +81,10 @@ class Outbox(Generic[E]):
     ) -> bool:
         """Append ``event`` to ``group_id``'s queue in ``connection``'s transaction; the
         options and the result as the transports' ``publish``."""
-        return bool(
-            self._run(
-                connection,
-                _publishing(
-                    self.event_type,
-                    group_id,
-                    event,
-                    priority,
-                    routing_key,
-                    delay,
-                    not_before,
-                    key,
-                    on_key,
-                ),
-            )
+        program = _publishing(
+            self.event_type, group_id, event, priority, routing_key, delay, not_before, key, on_key
         )
+        return bool(self._run(connection, program))
 
     @traces.traced("publish_many")
     def publish_many(
@@ -119,37 +107,30 @@ class Outbox(Generic[E]):
     def cancel(self, connection: Connection | Session, key: str) -> bool:
         """Delete the waiting message with ``key`` in ``connection``'s transaction; whether
         there was one."""
-        checked = validate.cancel_key(key)
-        return bool(self._run(connection, lambda plan: plan.cancel(checked)))
+        return bool(self._run(connection, _cancelling(key)))
 
     @traces.traced("ack")
     def ack(self, connection: Connection | Session, lease: Lease[E]) -> bool:
         """Delete the leased message (and its group once empty) in ``connection``'s
         transaction; ``False``, deleting nothing, if the lease was lost."""
-        checked = validate.lease(lease)
-        return bool(self._run(connection, lambda plan: plan.ack(checked)))
+        return bool(self._run(connection, _acking(lease)))
 
     @traces.traced("ack_many")
     def ack_many(self, connection: Connection | Session, leases: Sequence[Lease[E]]) -> list[bool]:
         """:meth:`ack` each lease, in ``connection``'s transaction."""
-        checked = validate.leases(leases)
-        return list(self._run(connection, lambda plan: plan.ack_many(checked)))
+        return list(self._run(connection, _acking_many(leases)))
 
     @traces.traced("nack")
     def nack(self, connection: Connection | Session, lease: Lease[E], delay: float = 0.0) -> bool:
         """Free the message now (``delay == 0``) or park it for ``delay`` seconds, in
         ``connection``'s transaction; ``False`` if the lease was lost."""
-        checked = validate.lease(lease)
-        wait = validate.seconds("delay", delay, allow_zero=True)
-        return bool(self._run(connection, lambda plan: plan.nack(checked, wait)))
+        return bool(self._run(connection, _nacking(lease, delay)))
 
     @traces.traced("dead_letter")
     def dead_letter(self, connection: Connection | Session, lease: Lease[E], reason: str) -> bool:
         """Move the leased message to the dead table in ``connection``'s transaction;
         ``False`` if the lease was lost."""
-        checked = validate.lease(lease)
-        why = validate.required_text("reason", reason)
-        return bool(self._run(connection, lambda plan: plan.dead_letter(checked, why)))
+        return bool(self._run(connection, _burying(lease, reason)))
 
     def _run(self, connection: object, make: Callable[[Plan], Clauses]) -> Any:
         conn = _sync_connection(connection)
@@ -200,22 +181,10 @@ class AsyncOutbox(Outbox[E]):
         key: str | None = None,
         on_key: str = "keep",
     ) -> bool:
-        return bool(
-            await self._arun(
-                connection,
-                _publishing(
-                    self.event_type,
-                    group_id,
-                    event,
-                    priority,
-                    routing_key,
-                    delay,
-                    not_before,
-                    key,
-                    on_key,
-                ),
-            )
+        program = _publishing(
+            self.event_type, group_id, event, priority, routing_key, delay, not_before, key, on_key
         )
+        return bool(await self._arun(connection, program))
 
     @traces.traced_async("publish_many")
     async def publish_many(  # type: ignore[override]
@@ -237,38 +206,31 @@ class AsyncOutbox(Outbox[E]):
     async def cancel(  # type: ignore[override]
         self, connection: AsyncConnection | AsyncSession, key: str
     ) -> bool:
-        checked = validate.cancel_key(key)
-        return bool(await self._arun(connection, lambda plan: plan.cancel(checked)))
+        return bool(await self._arun(connection, _cancelling(key)))
 
     @traces.traced_async("ack")
     async def ack(  # type: ignore[override]
         self, connection: AsyncConnection | AsyncSession, lease: Lease[E]
     ) -> bool:
-        checked = validate.lease(lease)
-        return bool(await self._arun(connection, lambda plan: plan.ack(checked)))
+        return bool(await self._arun(connection, _acking(lease)))
 
     @traces.traced_async("ack_many")
     async def ack_many(  # type: ignore[override]
         self, connection: AsyncConnection | AsyncSession, leases: Sequence[Lease[E]]
     ) -> list[bool]:
-        checked = validate.leases(leases)
-        return list(await self._arun(connection, lambda plan: plan.ack_many(checked)))
+        return list(await self._arun(connection, _acking_many(leases)))
 
     @traces.traced_async("nack")
     async def nack(  # type: ignore[override]
         self, connection: AsyncConnection | AsyncSession, lease: Lease[E], delay: float = 0.0
     ) -> bool:
-        checked = validate.lease(lease)
-        wait = validate.seconds("delay", delay, allow_zero=True)
-        return bool(await self._arun(connection, lambda plan: plan.nack(checked, wait)))
+        return bool(await self._arun(connection, _nacking(lease, delay)))
 
     @traces.traced_async("dead_letter")
     async def dead_letter(  # type: ignore[override]
         self, connection: AsyncConnection | AsyncSession, lease: Lease[E], reason: str
     ) -> bool:
-        checked = validate.lease(lease)
-        why = validate.required_text("reason", reason)
-        return bool(await self._arun(connection, lambda plan: plan.dead_letter(checked, why)))
+        return bool(await self._arun(connection, _burying(lease, reason)))
 
     async def _arun(self, connection: object, make: Callable[[Plan], Clauses]) -> Any:
         conn = await _async_connection(connection)
@@ -315,6 +277,37 @@ def _publishing_many(
     if due is None:
         return lambda plan: plan.publish(rows)
     return lambda plan: plan.schedule(rows, due)
+
+
+# Each call's program, its arguments checked once for both halves (as :class:`Binder` checks a
+# transport's): a function of the dialect's plan, which the connection decides.
+
+
+def _cancelling(key: object) -> Callable[[Plan], Clauses]:
+    checked = validate.cancel_key(key)
+    return lambda plan: plan.cancel(checked)
+
+
+def _acking(lease: object) -> Callable[[Plan], Clauses]:
+    checked = validate.lease(lease)
+    return lambda plan: plan.ack(checked)
+
+
+def _acking_many(leases: object) -> Callable[[Plan], Clauses]:
+    checked = validate.leases(leases)
+    return lambda plan: plan.ack_many(checked)
+
+
+def _nacking(lease: object, delay: object) -> Callable[[Plan], Clauses]:
+    checked = validate.lease(lease)
+    wait = validate.seconds("delay", delay, allow_zero=True)
+    return lambda plan: plan.nack(checked, wait)
+
+
+def _burying(lease: object, reason: object) -> Callable[[Plan], Clauses]:
+    checked = validate.lease(lease)
+    why = validate.required_text("reason", reason)
+    return lambda plan: plan.dead_letter(checked, why)
 
 
 def _written(program: Clauses) -> Clauses:

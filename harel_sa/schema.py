@@ -236,11 +236,7 @@ def _schema(prefix: str) -> Schema:
         Column("tick_at", TIME, nullable=False),
     )
     # The due ones first: a claim's probe is one step of this index, however many wait.
-    # SQLite's entries end with the rowid (the seq); PostgreSQL's name it.
-    Index(names.scheduled_by_due, scheduled.c.due_at, info=SQLITE_ONLY).ddl_if(dialect="sqlite")
-    Index(names.scheduled_by_due, scheduled.c.due_at, scheduled.c.seq, info=POSTGRESQL_ONLY).ddl_if(
-        dialect="postgresql"
-    )
+    _ending_in_order(names.scheduled_by_due, scheduled.c.due_at, order=scheduled.c.seq)
     Index(
         names.scheduled_by_key,
         scheduled.c.message_key,
@@ -253,35 +249,17 @@ def _schema(prefix: str) -> Schema:
         sqlite_where=messages.c.message_key.isnot(None),
         postgresql_where=messages.c.message_key.isnot(None),
     )
-    # The round-robin order, ties in arrival order: SQLite's index entries end with the rowid;
-    # PostgreSQL's must name the arrival column.
-    Index(names.groups_by_last_claimed, groups.c.last_claimed_at, info=SQLITE_ONLY).ddl_if(
-        dialect="sqlite"
-    )
-    Index(
-        names.groups_by_last_claimed,
-        groups.c.last_claimed_at,
-        groups.c.arrival,
-        info=POSTGRESQL_ONLY,
-    ).ddl_if(dialect="postgresql")
+    # The round-robin order, ties in arrival order.
+    _ending_in_order(names.groups_by_last_claimed, groups.c.last_claimed_at, order=groups.c.arrival)
     # Only groups with a routing key: a routed claim walks no other, and claiming one without
-    # a key (the common group) costs no write of this index. Within a key, the round-robin
-    # order: SQLite's entries end with the rowid, PostgreSQL's name the arrival.
-    Index(
+    # a key (the common group) costs no write of this index. Within a key, the round-robin order.
+    _ending_in_order(
         names.groups_by_routing_key,
         groups.c.routing_key,
         groups.c.last_claimed_at,
-        sqlite_where=groups.c.routing_key.isnot(None),
-        info=SQLITE_ONLY,
-    ).ddl_if(dialect="sqlite")
-    Index(
-        names.groups_by_routing_key,
-        groups.c.routing_key,
-        groups.c.last_claimed_at,
-        groups.c.arrival,
-        postgresql_where=groups.c.routing_key.isnot(None),
-        info=POSTGRESQL_ONLY,
-    ).ddl_if(dialect="postgresql")
+        order=groups.c.arrival,
+        where=groups.c.routing_key.isnot(None),
+    )
     # Only groups above priority 0 are indexed: the common group costs no index write per claim,
     # and a claim with a priority floor (> 0) never needs the others. SQLite's claim walks one
     # lane per priority level on this index and compares the lanes' winners.
@@ -306,6 +284,16 @@ def _schema(prefix: str) -> Schema:
     Index(names.messages_by_group, messages.c.group_id, messages.c.seq)
     Index(names.dead_by_group, dead.c.group_id, dead.c.seq)
     return Schema(names, md, messages, groups, dead, scheduled, periodic)
+
+
+def _ending_in_order(name: str, *columns: Any, order: Column[Any], where: Any = None) -> None:
+    """The index ``name`` on ``columns`` (of the rows ``where`` holds), ties in the rows' order:
+    SQLite's index entries end with the rowid by themselves; PostgreSQL's, whose rows have no
+    stable order, must name ``order`` (the arrival, or the seq)."""
+    sqlite = {} if where is None else {"sqlite_where": where}
+    postgresql = {} if where is None else {"postgresql_where": where}
+    Index(name, *columns, **sqlite, info=SQLITE_ONLY).ddl_if(dialect="sqlite")
+    Index(name, *columns, order, **postgresql, info=POSTGRESQL_ONLY).ddl_if(dialect="postgresql")
 
 
 def on_dialect(item: Column[Any] | Index, dialect: str) -> bool:

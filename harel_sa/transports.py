@@ -33,6 +33,7 @@ class Transport(Generic[E]):
 
     _binder: Binder[E]
     _outbox: Outbox[E] | None = None
+    _where: str  # the database, as messages and logs name it
 
     def _run(self, call: Bound[T]) -> T:
         raise NotImplementedError
@@ -70,6 +71,11 @@ class Transport(Generic[E]):
     @property
     def prefix(self) -> str:
         return self._binder.options.names.prefix
+
+    @property
+    def database(self) -> str:
+        """The database this transport opened, for messages and logs (no password)."""
+        return self._where
 
     @traces.traced("publish")
     def publish(

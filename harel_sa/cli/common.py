@@ -12,7 +12,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeAlias
 
@@ -166,6 +167,22 @@ def open_queue(
     if create_schema:
         return t.open(create_schema=True)
     return t.open(read_only=read_only)
+
+
+@contextmanager
+def server_errors(t: Target) -> Iterator[None]:
+    """A PostgreSQL driver's error as one line: a server that cannot be reached (psycopg's
+    ``OperationalError``) exits 1, "cannot connect"; any other, 2, "cannot read"."""
+    try:
+        yield
+    except Exception as exc:
+        if not type(exc).__module__.startswith("psycopg"):
+            raise
+        import psycopg
+
+        if isinstance(exc, psycopg.OperationalError):
+            raise CliError(f"cannot connect to {t.shown}: {exc}".strip(), FAILED) from exc
+        raise CliError(f"cannot read {t.shown}: {exc}".strip(), USAGE) from exc
 
 
 def prefix(value: str) -> str:

@@ -28,6 +28,7 @@ from harel_sa.cli.common import (
     add_prefix_option,
     emit,
     prefix,
+    server_errors,
     table,
     target,
 )
@@ -156,14 +157,8 @@ def _state(t: Target, version_table: str | None = None) -> State:
     if t.path is None and is_postgresql(t.api):
         from harel_sa.postgres.connect import read_state
 
-        try:
+        with server_errors(t):
             return read_state(t.api, prefix=t.prefix, version_table=version_table)
-        except Exception as exc:  # psycopg.Error: the server refused or is not there
-            if type(exc).__module__.startswith("psycopg"):
-                if type(exc).__name__ == "OperationalError":
-                    raise CliError(f"cannot connect to {t.shown}: {exc}".strip(), FAILED) from exc
-                raise CliError(f"cannot read {t.shown}: {exc}".strip(), USAGE) from exc
-            raise
     return read_target(t.api, prefix=t.prefix, version_table=version_table)
 
 

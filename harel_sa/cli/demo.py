@@ -27,6 +27,7 @@ from harel_sa.cli.common import (
     emit,
     open_queue,
     queue_target,
+    server_errors,
     table,
 )
 from harel_sa.cli.progress import ProgressBar
@@ -143,11 +144,8 @@ def _tables(t: Target) -> set[str]:
 
         from harel_sa.postgres.connect import conninfo
 
-        try:
-            with psycopg.connect(conninfo(t.api), autocommit=True) as conn:
-                found = conn.execute(_PG_TABLES).fetchall()
-        except psycopg.OperationalError as exc:
-            raise CliError(f"cannot connect to {t.shown}: {exc}", FAILED) from exc
+        with server_errors(t), psycopg.connect(conninfo(t.api), autocommit=True) as conn:
+            found = conn.execute(_PG_TABLES).fetchall()
     elif t.path is None or os.path.exists(t.path):
         with closing(connect_read_only(t.api)) as conn:
             found = conn.execute(_TABLES).fetchall()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from functools import partial
 from typing import Any, TypeVar
 
 import psycopg
@@ -25,7 +24,7 @@ from harel_sa.postgres.connect import Pooler, display, set_up_async
 from harel_sa.postgres.driver import arun, no_connection, run_again, translate
 from harel_sa.postgres.listen import AsyncListener
 from harel_sa.postgres.sessions import Session, Sessions
-from harel_sa.postgres.startup import open_schema
+from harel_sa.postgres.startup import schema_at_open
 from harel_sa.postgres.transport import PoolSettings, PostgresTransport, options_of, pool_settings
 from harel_sa.postgres.wire import AsyncConnection, Wire
 from harel_sa.schema import DEFAULT_PREFIX
@@ -76,14 +75,8 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         settings = pool_settings(url, options, pool_size, pooler)
         # The schema is looked at (and made) on one connection of its own, as the sync
         # transport does it: at open, and before the first call if it was not at head.
-        at_head = await asyncio.to_thread(
-            open_schema,
-            settings.conninfo,
-            options.names,
-            where,
-            create_schema,
-            settings.pooler,
-            False,
+        unchecked = await asyncio.to_thread(
+            schema_at_open, settings.conninfo, options.names, where, create_schema, settings.pooler
         )
 
         async def configure(conn: AsyncConnection) -> None:
@@ -100,16 +93,8 @@ class AsyncPostgresTransport(AsyncTransport[E]):
             await pool.close()
             raise no_connection(exc, None, where) from exc
         transport = cls(options, PostgresBackend(options.names, clock), pool, url, settings)
-        if not at_head:
-            transport._unchecked = partial(
-                open_schema, settings.conninfo, options.names, where, False, settings.pooler
-            )
+        transport._unchecked = unchecked
         return transport
-
-    @property
-    def database(self) -> str:
-        """The database this transport opened, for messages and logs (no password)."""
-        return self._where
 
     async def _same_database_check(self) -> Callable[[tuple[Any, ...]], bool]:
         mine: tuple[Any, ...] = await self._run(self._backend.identity())

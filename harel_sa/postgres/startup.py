@@ -63,6 +63,18 @@ def open_schema(
             conn.close()
 
 
+def schema_at_open(
+    info: str, names: Names, where: str, create: bool, pooler: Pooler
+) -> Callable[[], object] | None:
+    """:func:`open_schema` at a transport's open, only looking unless ``create``: ``None`` when
+    the schema is at head; else nothing was written, and the transport runs the returned check
+    (a :class:`~harel_sa.SchemaError` until the schema is at head) before each call until one
+    passes."""
+    if open_schema(info, names, where, create, pooler, False):
+        return None
+    return partial(open_schema, info, names, where, False, pooler)
+
+
 def ensure_schema(conn: Any, names: Names, where: str, *, own_session: bool = True) -> None:
     """Bring ``names``'s tables to head on ``conn`` (an autocommit psycopg connection), keeping
     every row, while workers run; a database already at head costs one reading and takes no

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, TypeVar
 
 import psycopg
@@ -25,7 +24,7 @@ from harel_sa.postgres.connect import Pooler, checked_pooler, conninfo, display,
 from harel_sa.postgres.driver import ADAPTERS, no_connection, run, run_again, translate
 from harel_sa.postgres.listen import Listener
 from harel_sa.postgres.sessions import Session, Sessions
-from harel_sa.postgres.startup import open_schema
+from harel_sa.postgres.startup import schema_at_open
 from harel_sa.postgres.wire import Connection, ServerSession, Wire
 from harel_sa.schema import DEFAULT_PREFIX
 from harel_sa.seam import Binder, Bound, Options
@@ -90,14 +89,10 @@ class PostgresTransport(Transport[E]):
         self._identity: tuple[Any, ...] | None = None  # of its database (_same_database)
         settings = pool_settings(url, options, pool_size, pooler)
         self._pool: ConnectionPool[Any] | None = None
-        check = partial(
-            open_schema, settings.conninfo, options.names, self._where, False, settings.pooler
-        )
-        at_head = open_schema(
-            settings.conninfo, options.names, self._where, create_schema, settings.pooler, False
-        )
         # Not at head: nothing written, and a SchemaError from each call until it is.
-        self._unchecked: Callable[[], object] | None = None if at_head else check
+        self._unchecked = schema_at_open(
+            settings.conninfo, options.names, self._where, create_schema, settings.pooler
+        )
 
         def configure(conn: Connection) -> None:
             settings.server.check(set_up(conn, settings.lock_timeout_ms, settings.pooler))
@@ -113,11 +108,6 @@ class PostgresTransport(Transport[E]):
         self._pool_size = settings.size
         self._sessions: Sessions[Connection] = Sessions()
         self._listener = Listener(settings.conninfo, options.names, settings.server)
-
-    @property
-    def database(self) -> str:
-        """The database this transport opened, for messages and logs (no password)."""
-        return self._where
 
     def _same_database(self, identity: tuple[Any, ...]) -> bool:
         if self._identity is None:

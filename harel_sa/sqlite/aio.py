@@ -152,7 +152,7 @@ class AsyncSqliteTransport(AsyncTransport[E]):
         o = options
         where = driver.where
         try:
-            at_head = await driver.run(
+            unchecked = await driver.run(
                 lambda raw: startup.run(
                     raw, o.names, o.busy_timeout, durability, create_schema, where
                 )
@@ -162,14 +162,8 @@ class AsyncSqliteTransport(AsyncTransport[E]):
             raise
         transport = cls(options, durability, driver)
         transport._target = path
-        if not at_head:
-            transport._unchecked = lambda raw: startup.check(raw, o.names, o.busy_timeout, where)
+        transport._unchecked = unchecked
         return transport
-
-    @property
-    def database(self) -> str:
-        """The database this transport opened, for messages and logs (no password)."""
-        return self._where
 
     async def _same_database_check(self) -> Callable[[tuple[Any, ...]], bool]:
         mine = self._driver.watch.path if self._driver is not None else None

@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from contextlib import closing
+from functools import partial
 
 from harel_sa import revision_sql
 from harel_sa.errors import NotADatabaseError, ReadOnlyError, SchemaError, StorageError
@@ -31,22 +33,22 @@ def run(
     synchronous: str,
     create_schema: bool,
     where: str,
-) -> bool:
+) -> Callable[[sqlite3.Connection], None] | None:
     """Everything a transport does at open: :func:`prepare`, then ensure the schema of
-    ``names``' prefix (``create_schema``) or look at it. Whether it is at head: when it is not
-    (and not ``create_schema``), nothing was written, and the transport runs :func:`check`
-    before its first call."""
+    ``names``' prefix (``create_schema``) or look at it. ``None`` when it is at head; else
+    nothing was written, and the transport runs the returned :func:`check` before each call
+    until one passes."""
     try:
         prepare(conn, busy_timeout, synchronous, wal=create_schema)
     except StorageError as exc:
         raise type(exc)(f"cannot open {where}: {exc}") from exc  # name the file
     if create_schema:
         ensure_schema(conn, names, where)
-        return True
+        return None
     if not read(conn, names).ok:
-        return False
+        return partial(check, names=names, busy_timeout=busy_timeout, where=where)
     use_wal(conn, busy_timeout)  # only once the file is known to hold this queue
-    return True
+    return None
 
 
 def check(conn: sqlite3.Connection, names: Names, busy_timeout: float, where: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -57,27 +56,13 @@ class SqliteTransport(Transport[E]):
         )
         self._where = where = self._db.where
         try:
-            at_head = startup.run(
-                self._db.raw,
-                options.names,
-                options.busy_timeout,
-                durability,
-                create_schema,
-                where,
+            # Not at head: nothing written, and a SchemaError from each call until it is.
+            self._unchecked = startup.run(
+                self._db.raw, options.names, options.busy_timeout, durability, create_schema, where
             )
         except BaseException:
             self.close()
             raise
-        self._unchecked: Callable[[sqlite3.Connection], None] | None = (
-            None
-            if at_head
-            else lambda raw: startup.check(raw, options.names, options.busy_timeout, where)
-        )
-
-    @property
-    def database(self) -> str:
-        """The database this transport opened, for messages and logs (no password)."""
-        return self._where
 
     def _same_database(self, identity: tuple[Any, ...]) -> bool:
         return same_file(identity[0], self._db.watch.path if self._db is not None else None)
