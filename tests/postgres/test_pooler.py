@@ -374,3 +374,27 @@ def test_the_async_twins_heartbeat_transport_is_told_the_same_pooler(pg_url: str
         heartbeat.publish("g", Event(kind="1"))
         assert _on_its_connection(heartbeat, "SHOW lock_timeout")[0] == "0"
         assert heartbeat.wait_for_messages(0.01) is False
+
+
+@pytest.mark.parametrize("mode", ["transaction", "session"])
+def test_keyed_publishes_and_cancels_through_pgbouncer_leave_one_waiting_message(
+    mode: str, pg_url: str, request: pytest.FixtureRequest
+) -> None:
+    """A keyed publish sends its lock and its statement in one pipeline: through either pooler
+    mode, threads publishing one key leave one waiting message, replace keeps its place, and
+    cancel finds it."""
+    bouncer: Bouncer = request.getfixturevalue(f"{mode}_pooler")
+    size = 8 if mode == "transaction" else 1
+    with PostgresTransport(bouncer.url(pg_url), pool_size=size) as q:
+        wrote: list[bool] = []
+
+        def publish(n: int) -> None:
+            for i in range(10):
+                event = Event(kind="k", data={"n": n, "i": i})
+                wrote.append(q.publish("g", event, key="one", on_key="replace"))
+
+        _side_by_side(*(threading.Thread(target=publish, args=(n,)) for n in range(THREADS)))
+        assert wrote.count(True) == 1 and q.stats().messages == 1
+        assert q.publish("g", Event(kind="k"), key="one") is False  # keep: nothing written
+        assert q.cancel("one") is True and q.cancel("one") is False
+        assert q.stats().messages == 0
