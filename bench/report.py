@@ -395,6 +395,6 @@ def findings(r: dict[str, Any]) -> list[str]:
 NOTES = [
     "## Notes on method",
     "",
-    "Real files, a throw-away PostgreSQL; setup at synchronous=NORMAL, measurements at the"
-    " durability each figure names. A shared machine: read the ratios.",
+    "Real files, a throw-away PostgreSQL; setup at NORMAL, measurements at the durability"
+    " each figure names.",
 ]
