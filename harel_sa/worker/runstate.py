@@ -262,13 +262,9 @@ class RunState:
 
     # -- the handler -----------------------------------------------------------------------
     def handling(self) -> None:
-        """A slot hands its lease to the handler."""
+        """A slot hands its lease to the handler (:meth:`leave` takes it back)."""
         with self.lock:
-            self.hand_over()
-
-    def hand_over(self) -> None:
-        """Under the lock: a lease goes to its handler (:meth:`leave` takes it back)."""
-        self.in_handlers += 1
+            self.in_handlers += 1
 
     def settled_by_handler(self, lease: Lease[Any], how: How, delay: float) -> None:
         """The handler itself acked, nacked or dead-lettered ``lease`` (and it took)."""
