@@ -144,10 +144,7 @@ class Wire:
         """Run the prepared statement ``sql`` with ``params``: its rows (tuples, loaded by the
         connection's adapters) and its row count (-1 where the command has none)."""
         adapt, pgconn = self._adapt, self.pgconn
-        formats = self._formats.get(len(params))
-        if formats is None:
-            formats = self._formats[len(params)] = [PyFormat.AUTO] * len(params)
-        values = adapt.dump_sequence(params, formats)
+        values = self._dump(params)
         if self._server.preparing:
             key = (sql, adapt.types or ())
             name = self._names.get(key)
@@ -210,10 +207,7 @@ class Wire:
         """Send ``sql`` with ``params`` in a pipeline (prepared first when new): whether it
         was prepared now, its key and name."""
         adapt, pgconn = self._adapt, self.pgconn
-        formats = self._formats.get(len(params))
-        if formats is None:
-            formats = self._formats[len(params)] = [PyFormat.AUTO] * len(params)
-        values = adapt.dump_sequence(params, formats)
+        values = self._dump(params)
         if not self._server.preparing:
             pgconn.send_query_params(
                 sql, values, param_types=adapt.types, param_formats=adapt.formats
@@ -227,6 +221,14 @@ class Wire:
             pgconn.send_prepare(name, sql, param_types=adapt.types)
         pgconn.send_query_prepared(name, values, param_formats=adapt.formats)
         return new, key, name
+
+    def _dump(self, params: Sequence[Any]) -> Any:
+        """``params`` dumped by the connection's adapters (their types and formats are then
+        the transformer's ``types``/``formats``)."""
+        formats = self._formats.get(len(params))
+        if formats is None:
+            formats = self._formats[len(params)] = [PyFormat.AUTO] * len(params)
+        return self._adapt.dump_sequence(params, formats)
 
     def _pipeline_results(self) -> Exchange[list[list[pq.abc.PGresult]]]:
         """The results of a pipeline up to its sync: a list per statement sent."""
