@@ -33,7 +33,6 @@ from typing import Any
 from baseline import BaselineTransport
 from common import (
     BATCH_PNG,
-    DASH,
     VISIBILITY,
     Config,
     Row,
@@ -290,7 +289,7 @@ def section(w: dict[str, Any]) -> list[str]:
     return summary(
         "Batches: claim_many / ack_many_and_claim_many (issue 16)",
         f"{w['n']:,} messages over {w['groups']:,} groups drained by one worker in batches of up"
-        f" to {w['batch']} (the variants: `bench/batches.py`); median (min{DASH}max), target.",
+        f" to {w['batch']} (the variants: `bench/batches.py`).",
         rows,
         f"![batched drains]({BATCH_PNG})",
         head=("", *SYNCS),

@@ -137,7 +137,7 @@ def targets(w: dict[str, Any]) -> list[Row]:
         f" {fmt(hops[ONE][str(work)], 1e6)} one CPU"
         for work in HOP_WORK
     ]
-    label = "A hop into aiosqlite's thread and back, beyond the work it carries"
+    label = "A hop into aiosqlite's thread and back, beyond its work"
     rows.append((label, "; ".join(cells), "reported"))
     return rows
 
@@ -145,9 +145,8 @@ def targets(w: dict[str, Any]) -> list[Row]:
 def section(w: dict[str, Any]) -> list[str]:
     return summary(
         "The batching AsyncWorker on one CPU (issue 16)",
-        "Workload batch's batching workers, each in a process free or held to one CPU (where"
-        " the AsyncWorker's hop into aiosqlite's thread wakes no other CPU); the hop alone,"
-        f" carrying {_ms(HOP_WORK)} of work.",
+        "The batch workload's batching workers, free or held to one CPU (where the hop into"
+        f" aiosqlite's thread wakes no other CPU); the hop alone, with {_ms(HOP_WORK)} of work.",
         targets(w),
     )
 

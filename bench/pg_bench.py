@@ -642,7 +642,7 @@ def targets(w: dict[str, Any]) -> list[Row]:
         x, h = ratios(_rate(ours, c), _rate(same, c)), ratios(_rate(ours, c), _rate(d["harel"], c))
         rows.append(
             (
-                f"Drain, {c} process{'es' if c != '1' else ''} (÷ same-SQL ≥ 0.9{X}, ÷ harel"
+                f"Drain, {c} process{'es' if c != '1' else ''} (same-SQL ≥ 0.9{X}, harel"
                 f" ≥ 1.1{X})",
                 f"{fmt_ratio(x)}; harel {fmt_ratio(h)}; baseline"
                 f" {fmt_ratio(ratios(_rate(ours, c), _rate(b, c)))}",
@@ -732,9 +732,9 @@ def section(w: dict[str, Any]) -> list[str]:
         "8. PostgreSQL anchors (issues 15 and 16)",
         f"PostgreSQL {w['server']['server_version'].split()[0]} beside the workers."
         f" {d['n']:,} messages over {d['groups']:,} groups drained by 1, 2, 4 processes in turns;"
-        " baselines in plain psycopg: the design's SQL, harel_sa's (same-SQL); peers: harel"
+        " plain psycopg baselines: the design's SQL, harel_sa's (same-SQL); peers: harel"
         f" {versions['harel']}; job queues (no groups): pgqueuer {versions['pgqueuer']},"
-        f" procrastinate {versions['procrastinate']}. Checks (each message once, in order):"
+        f" procrastinate {versions['procrastinate']}. Checks (each once, in order):"
         f" {checks_cell(every)}.",
         [*targets(w), *peers, commits, stranded],
         f"![PostgreSQL drains against worker processes]({PG_PNG})",
@@ -746,7 +746,6 @@ def says(w: dict[str, Any]) -> str:
     b = w["drain"]["impls"][BASE]
     return (
         "- **More PostgreSQL processes**: the baseline's 4 ÷ 1 is"
-        f" {med(ratios(_rate(b, 4), _rate(b, 1))):.2f}{X} too, with the server beside them on"
-        f" a shared machine (load {w['load at start']:.2f} to {w['load at end']:.2f}): judge"
-        " that target on a quiet machine."
+        f" {med(ratios(_rate(b, 4), _rate(b, 1))):.2f}{X} too, the server beside them"
+        f" (load {w['load at start']:.2f} to {w['load at end']:.2f}): judge it on a quiet machine."
     )

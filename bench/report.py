@@ -344,9 +344,7 @@ def _overview(rows: list[Row]) -> list[str]:
         "## Targets",
         "",
         f"{len(met)} met, {len(missed)} not met, {len(rows) - len(met) - len(missed)} reported"
-        " without a bar (each in its workload's section). Not met: "
-        + ("; ".join(r[0] for r in missed) or "none")
-        + ".",
+        " without a bar. Not met: " + ("; ".join(r[0] for r in missed) or "none") + ".",
         "",
     ]
 
@@ -355,8 +353,8 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
     lines = [
         "# harel_sa benchmarks",
         "",
-        "By `bench/run.py` (`--only W --merge`: one workload; `--render`: this file again)."
-        " **Raw figures: [results.json](results.json).** A ratio: per repetition, figures"
+        "By `bench/run.py` (`--only W --merge`: one workload; `--render`: this file)."
+        " Raw figures: [results.json](results.json). A ratio: per repetition, figures"
         f" measured back to back, median (min{DASH}max); within the spread is noise."
         f" **baseline**: the design's SQL, plain driver. *{BEYOND}*: beside the issue's.",
         "",
@@ -378,17 +376,19 @@ def findings(r: dict[str, Any]) -> list[str]:
         w = r["w4"]
         hops = 2 * med(w["hop"]) * med(w["NORMAL"]["sync"])
         out.append(
-            "- **Async at NORMAL.** The two thread hops of an async claim+ack (no-op hops) take"
-            f" {hops:.2f}{X} the time of a whole sync claim+ack at NORMAL: the async twin can"
-            f" reach at most about {1 / (1 + hops):.2f}{X} the sync throughput there."
+            f"- **Async at NORMAL.** Two no-op thread hops take {hops:.2f}{X} a whole sync"
+            " claim+ack at NORMAL: the async twin can reach at most about"
+            f" {1 / (1 + hops):.2f}{X} the sync throughput."
         )
     if "w3" in r:
         out.append(
-            "- **Fairness.** SQLite's busy handler sleeps while the worker that just committed"
-            " begins again, so one process takes nearly all (`plain`); `handoff` shares the lock."
+            "- **Fairness.** SQLite's busy handler sleeps while the worker that committed begins"
+            " again: one process takes nearly all (`plain`); `handoff` shares the lock."
         )
     if "pg" in r:
         out.append(pg_bench.says(r["pg"]))
+    if "scheduling" in r:
+        out.append(scheduling.says(r["scheduling"]))
     return [*out, ""]
 
 

@@ -20,6 +20,7 @@ from harel_sa import settlements, traces
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.outbox import AsyncOutbox
+from harel_sa.periodic import Periodic
 from harel_sa.seam import Binder, Bound
 
 T = TypeVar("T")
@@ -144,6 +145,16 @@ class AsyncTransport(Generic[E]):
             outbox = await self.outbox()
             return await outbox.cancel(connection, key)
         return await self._run(self._binder.cancel(key))
+
+    @traces.traced_async("publish_tick")
+    async def publish_tick(
+        self, schedule: Periodic, tick: float, *, catch_up: bool = False
+    ) -> bool:
+        """As :meth:`SqliteTransport.publish_tick <harel_sa.SqliteTransport.publish_tick>`."""
+        s = schedule
+        return await self._run(
+            self._binder.publish_tick(s.name, s.group_id, s.event_at(tick), tick, catch_up)
+        )
 
     @traces.traced_async("claim")
     async def claim(

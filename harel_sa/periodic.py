@@ -2,10 +2,11 @@
 
 A schedule's ticks come from the schedule alone, so every process agrees on them: with
 ``every=S``, the multiples of ``S`` seconds since the epoch; with ``cron=EXPR``, croniter's
-times (the ``cron`` extra) in ``timezone``. :func:`publish_tick` moves the schedule's record
-(``<prefix>_transport_periodic``, revision 0008) to the tick and writes the message in one
-transaction, only when the record is older: each tick publishes once however many workers,
-processes and hosts carry the schedule. The workers' ticker: :mod:`harel_sa.worker.ticker`.
+times (the ``cron`` extra) in ``timezone``. A transport's ``publish_tick`` moves the
+schedule's record (``<prefix>_transport_periodic``, revision 0008) to the tick and writes the
+message in one transaction, only when the record is older: each tick publishes once however
+many workers, processes and hosts carry the schedule. The workers' ticker:
+:mod:`harel_sa.worker.ticker`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from pydantic import BaseModel
 
 from harel_sa import validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
-from harel_sa.seam import Bound, message_row
 
 #: What a schedule publishes: an event, or a function of the tick's aware datetime giving one.
 EventOrFactory = BaseModel | Callable[[datetime], BaseModel]
@@ -160,39 +160,3 @@ def _croniter(expression: str | None, start: datetime) -> Any:
             "a cron schedule needs croniter: pip install 'harel-sa[cron]'"
         ) from exc
     return croniter(expression, start)
-
-
-def tick_call(transport: object, schedule: Periodic, tick: float, catch_up: bool) -> Bound[bool]:
-    """The operation publishing ``schedule``'s ``tick`` on ``transport`` (either dialect)."""
-    binder = transport._binder  # type: ignore[attr-defined]
-    event = schedule.event_at(tick)
-    row = message_row(binder.options.event_type, schedule.group_id, event, 0, None)
-    backend = binder.backend
-    from harel_sa.sqlite.backend import SqliteBackend
-
-    if isinstance(backend, SqliteBackend):
-        from harel_sa.sqlite import periodic as sqlite_periodic
-
-        return sqlite_periodic.call(backend, schedule.name, tick, row, catch_up)
-    from harel_sa.postgres import periodic as postgres_periodic
-
-    return postgres_periodic.call(backend, schedule.name, tick, row, catch_up)
-
-
-def publish_tick(
-    transport: Any, schedule: Periodic, tick: float, *, catch_up: bool = False
-) -> bool:
-    """Publish ``schedule``'s ``tick`` (epoch seconds) unless its record is at that tick or
-    later: ``True`` when this call published it. The record and the message commit together.
-    ``catch_up``: only when a record exists (a tick from before the caller started: a schedule
-    never published does not publish its past)."""
-    published: bool = transport._run(tick_call(transport, schedule, tick, catch_up))
-    return published
-
-
-async def publish_tick_async(
-    transport: Any, schedule: Periodic, tick: float, *, catch_up: bool = False
-) -> bool:
-    """:func:`publish_tick` on an async transport."""
-    published: bool = await transport._run(tick_call(transport, schedule, tick, catch_up))
-    return published

@@ -222,6 +222,7 @@ class Backend(Protocol):
     def schedule(self, rows: list[Row], due: Due) -> Bound[None]: ...
     def publish_keyed(self, row: Row, due: Due | None, key: str, replace: bool) -> Bound[bool]: ...
     def cancel(self, key: str) -> Bound[bool]: ...
+    def publish_tick(self, name: str, tick: float, row: Row, catch_up: bool) -> Bound[bool]: ...
     def claim(self, spec: ClaimSpec) -> Bound[Lease[Any] | None]: ...
     def ack_and_claim(
         self, lease: Lease[Any], spec: ClaimSpec
@@ -328,8 +329,10 @@ class Binder(Generic[E]):
         """A publish bound; its result is ``False`` only when a waiting keyed message took it
         (``None``: a plain publish, which always writes)."""
         row = message_row(self.options.event_type, group_id, event, priority, routing_key)
-        if delay is None and not_before is None and key is None and on_key == "keep":
-            return self.backend.publish([row])
+        if delay is None and not_before is None and on_key == "keep":  # the common cases
+            if key is None:
+                return self.backend.publish([row])
+            return self.backend.publish_keyed(row, None, validate.identifier("key", key), False)
         due, keyed, replace = publish_options(delay, not_before, key, on_key)
         if keyed is not None:
             return self.backend.publish_keyed(row, due, keyed, replace)
@@ -349,6 +352,13 @@ class Binder(Generic[E]):
 
     def cancel(self, key: object) -> Bound[bool]:
         return self.backend.cancel(validate.cancel_key(key))
+
+    def publish_tick(
+        self, name: str, group_id: str, event: BaseModel, tick: float, catch_up: bool
+    ) -> Bound[bool]:
+        """A periodic schedule's tick bound (:meth:`harel_sa.SqliteTransport.publish_tick`)."""
+        row = message_row(self.options.event_type, group_id, event, 0, None)
+        return self.backend.publish_tick(name, tick, row, catch_up)
 
     def claim(
         self,

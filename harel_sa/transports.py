@@ -22,6 +22,7 @@ from harel_sa import settlements, traces
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.outbox import Outbox
+from harel_sa.periodic import Periodic
 from harel_sa.seam import Binder, Bound
 
 T = TypeVar("T")
@@ -171,6 +172,18 @@ class Transport(Generic[E]):
         if connection is not None:
             return self.outbox().cancel(connection, key)
         return self._run(self._binder.cancel(key))
+
+    @traces.traced("publish_tick")
+    def publish_tick(self, schedule: Periodic, tick: float, *, catch_up: bool = False) -> bool:
+        """Publish ``schedule``'s ``tick`` (epoch seconds, one of its ticks) unless its record
+        is at that tick or later: ``True`` when this call published it. The record and the
+        message commit together, so of all the processes publishing one tick, one does.
+        ``catch_up``: only when a record exists (a schedule never published has no past).
+        The workers' ticker calls this (``Worker(periodic=...)``)."""
+        s = schedule
+        return self._run(
+            self._binder.publish_tick(s.name, s.group_id, s.event_at(tick), tick, catch_up)
+        )
 
     @traces.traced("claim")
     def claim(

@@ -12,7 +12,7 @@ from typing import Any
 
 from harel_sa.events import Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
-from harel_sa.postgres import admin, operations, scheduling
+from harel_sa.postgres import admin, operations, periodic, scheduling
 from harel_sa.postgres.kinds import ClockOrServer, Locked, One, Op
 from harel_sa.postgres.statements import statements_for
 from harel_sa.schema import Names
@@ -40,6 +40,9 @@ class PostgresBackend:
 
     def cancel(self, key: str) -> Locked[bool]:
         return scheduling.cancel(self.statements.scheduling, key)
+
+    def publish_tick(self, name: str, tick: float, row: Row, catch_up: bool) -> Op[bool]:
+        return periodic.publish_tick(self.statements, self.clock, name, tick, row, catch_up)
 
     def claim(self, spec: ClaimSpec) -> Op[Lease[Any] | None]:
         return operations.claim(self.statements, self.clock, spec)

@@ -4,7 +4,7 @@ The record (``<prefix>_transport_periodic``: a schedule's name and its last publ
 moves forward with ``INSERT ... ON CONFLICT DO UPDATE ... WHERE tick_at < :tick RETURNING``
 (or an ``UPDATE`` with the same guard, for a catch-up tick): a second transaction on the same
 tick waits on the first's row, then finds the guard false and returns nothing, so only one
-writes the message (:func:`harel_sa.periodic.publish_tick`). The tick is the schedule's own
+writes the message (:meth:`harel_sa.PostgresTransport.publish_tick`). The tick is the schedule's own
 time, not the server's clock; the message's ``enqueued_at`` is "now" as any publish's.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from functools import lru_cache, partial
 
-from harel_sa.postgres.backend import PostgresBackend
 from harel_sa.postgres.compiled import Statement, positional
 from harel_sa.postgres.kinds import BEGIN_WRITE, ClockOrServer, Op
 from harel_sa.postgres.operations import publish_one
@@ -44,7 +43,7 @@ def periodic_for(names: Names) -> PeriodicStatements:
     return PeriodicStatements(names)
 
 
-def _publish_tick(
+def _tick(
     statements: Statements,
     clock: ClockOrServer,
     name: str,
@@ -60,9 +59,10 @@ def _publish_tick(
     return True
 
 
-def call(backend: PostgresBackend, name: str, tick: float, row: Row, catch_up: bool) -> Op[bool]:
-    """The tick's program, one write transaction, on ``backend``'s statements and clock."""
+def publish_tick(
+    statements: Statements, clock: ClockOrServer, name: str, tick: float, row: Row, catch_up: bool
+) -> Op[bool]:
+    """The tick's program, one write transaction."""
     no_nul("name", name)
     no_nul("group_id", row[0])
-    start = partial(_publish_tick, backend.statements, backend.clock, name, tick, row, catch_up)
-    return Op(start, BEGIN_WRITE)
+    return Op(partial(_tick, statements, clock, name, tick, row, catch_up), BEGIN_WRITE)

@@ -13,7 +13,7 @@ from harel_sa.events import Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.schema import Names
 from harel_sa.seam import Bound, ClaimSpec, Clock, Due, Row
-from harel_sa.sqlite import admin, operations
+from harel_sa.sqlite import admin, operations, periodic
 from harel_sa.sqlite.statements import statements_for
 
 T = TypeVar("T")
@@ -63,6 +63,17 @@ class SqliteBackend:
 
     def cancel(self, key: str) -> SqliteCall[bool]:
         return SqliteCall(operations.cancel, statements=self.statements, key=key)
+
+    def publish_tick(self, name: str, tick: float, row: Row, catch_up: bool) -> SqliteCall[bool]:
+        return SqliteCall(
+            periodic.publish_tick,
+            statements=self.statements,
+            clock=self.clock,
+            name=name,
+            tick=tick,
+            row=row,
+            catch_up=catch_up,
+        )
 
     def claim(self, spec: ClaimSpec) -> SqliteCall[Lease[Any] | None]:
         st, clock = self.statements, self.clock

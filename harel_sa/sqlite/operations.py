@@ -59,6 +59,8 @@ def publish_keyed(
     """:func:`harel_sa.sqlite.scheduling.publish_keyed` in one transaction: its look and its
     write under one write lock, so one key never gets two waiting messages from publishes."""
     with immediate_transaction(conn):
+        if not replace:
+            return scheduling.keep(conn, statements.scheduling, clock(), row, due, key)
         program = scheduling.publish_keyed(statements.scheduling, clock(), row, due, key, replace)
         return bool(scheduling.run(conn, program))
 

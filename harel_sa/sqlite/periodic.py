@@ -3,7 +3,7 @@
 The record (``<prefix>_transport_periodic``: a schedule's name and its last published tick)
 moves forward only when it is older than the tick; the message is written only when it did.
 The transaction holds SQLite's write lock throughout, so of the processes publishing one tick
-exactly one finds its record older (:func:`harel_sa.periodic.publish_tick`).
+exactly one finds its record older (:meth:`harel_sa.SqliteTransport.publish_tick`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from functools import lru_cache
 
 from harel_sa.schema import Names
 from harel_sa.seam import Clock, Row
-from harel_sa.sqlite.backend import SqliteBackend, SqliteCall
 from harel_sa.sqlite.compiled import Compiled, named
 from harel_sa.sqlite.driver import immediate_transaction
 from harel_sa.sqlite.statements import Statements
@@ -62,18 +61,3 @@ def publish_tick(
         conn.execute(statements.insert_message, (group_id, event, clock()))
         conn.execute(statements.insert_group, (group_id, priority, routing_key))
         return True
-
-
-def call(
-    backend: SqliteBackend, name: str, tick: float, row: Row, catch_up: bool
-) -> SqliteCall[bool]:
-    """:func:`publish_tick` bound to ``backend``'s statements and clock."""
-    return SqliteCall(
-        publish_tick,
-        statements=backend.statements,
-        clock=backend.clock,
-        name=name,
-        tick=tick,
-        row=row,
-        catch_up=catch_up,
-    )

@@ -150,6 +150,28 @@ def publish_keyed(
     return True
 
 
+def keep(
+    conn: sqlite3.Connection,
+    st: SchedulingStatements,
+    now: float,
+    row: Row,
+    due: Due | None,
+    key: str,
+) -> bool:
+    """:func:`publish_keyed`'s ``keep`` on ``conn`` (in the caller's transaction), its two
+    statements run as they are, not through a program: a keyed publish's common case."""
+    group_id, event, priority, routing_key = row
+    group = {"group_id": group_id, "priority": priority, "routing_key": routing_key}
+    if due is not None:
+        params = {**group, "event": event, "due_at": due_at(due, now), "key": key}
+        return conn.execute(st.schedule_unless_waiting, params).rowcount == 1
+    params = {"group_id": group_id, "event": event, "now": now, "key": key}
+    if conn.execute(st.insert_keyed_unless_waiting, params).rowcount != 1:
+        return False
+    conn.execute(st.insert_group, group)
+    return True
+
+
 def cancel(st: SchedulingStatements, key: str) -> Program[Any, bool]:
     """Delete the waiting message(s) with ``key`` (never one in flight); whether any was."""
     groups = (yield Query(st.cancel_queued, {"key": key})).rows

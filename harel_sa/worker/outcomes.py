@@ -1,8 +1,26 @@
-"""What a handler ended with (shared by the run's decisions, the batches and the steps)."""
+"""What a handler ended with, and what a failure means for its message.
+
+:func:`after_failure` is the one rule for a handler that raised: :class:`~harel_sa.DeadLetter`
+buries, :class:`~harel_sa.Retry` nacks with its delay, any other error nacks after the
+backoff; at the last delivery (``max_deliveries``) each buries instead, with a reason that says
+so. It logs the decision on ``harel_sa.worker``; :class:`~harel_sa.worker.runstate.RunState`
+counts it.
+"""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from harel_sa.events import Lease
+from harel_sa.validate import storable
+from harel_sa.worker.control import DeadLetter, Retry
+from harel_sa.worker.operations import Bury, Nack
+from harel_sa.worker.options import WorkerOptions
+
+log = logging.getLogger("harel_sa.worker")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,3 +50,66 @@ RETURNED = Returned()
 def outcome_of(error: BaseException) -> Outcome:
     """What a handler's exception means for its message."""
     return Raised(error) if isinstance(error, Exception) else Interrupted(error)
+
+
+def log_fields(lease: Lease[Any]) -> dict[str, object]:
+    """Structured fields of a log line about ``lease`` (shown by ``--log-format json``)."""
+    return {"group_id": lease.group_id, "seq": lease.seq, "deliveries": lease.deliveries}
+
+
+def after_failure(
+    lease: Lease[Any], error: Exception, options: WorkerOptions
+) -> tuple[Bury | Nack, str | None]:
+    """The handler of ``lease`` raised ``error``: the operation for its message, and the
+    count it adds to the run's stats (``"failed"``, ``"retried"``, or ``None``)."""
+    limit = options.max_deliveries
+    last = limit is not None and lease.deliveries >= limit
+    of = f" of {limit}" if limit is not None else ""
+    where = f"{lease.group_id} seq {lease.seq} (delivery {lease.deliveries}{of})"
+    # A reason quotes a handler's text: stored escaped where a backend could not store it
+    # (a refused dead letter would leave its message to come back again and again).
+    if isinstance(error, DeadLetter):
+        return Bury(lease, storable(error.reason)), None
+    if isinstance(error, Retry):
+        if last:
+            return Bury(lease, storable(f"retried at its last delivery{of}: {error}")), "retried"
+        log.info("handler asked to retry %s in %gs", where, error.delay, extra=log_fields(lease))
+        return Nack(lease, error.delay), "retried"
+    text = _text_of(error)
+    if last:
+        log.warning(
+            "handler failed on %s: %s; no deliveries left: dead-lettering it",
+            where,
+            text,
+            exc_info=error,
+            extra=log_fields(lease),
+        )
+        reason = f"handler failed at delivery {lease.deliveries}{of}: {text}"
+        return Bury(lease, storable(reason)), "failed"
+    delay = options.backoff.delay(lease.deliveries)
+    log.warning(
+        "handler failed on %s: %s; retry in %.1fs (at %s)",
+        where,
+        text,
+        delay,
+        _utc_in(delay),
+        exc_info=error,
+        extra={**log_fields(lease), "retry_in": round(delay, 3)},
+    )
+    return Nack(lease, delay), "failed"
+
+
+def _text_of(error: BaseException) -> str:
+    """``Type: message`` of a handler's exception, even one whose ``str()`` raises (the
+    message then says so): a handler's broken exception is its message's failure, never the
+    run's."""
+    try:
+        message = str(error)
+    except Exception as failure:
+        message = f"<its str() raised {type(failure).__name__}>"
+    return f"{type(error).__name__}: {message}"
+
+
+def _utc_in(seconds: float) -> str:
+    moment = datetime.now(UTC) + timedelta(seconds=seconds)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -1,11 +1,12 @@
-"""The state of one worker run, and every decision the run makes (shared by both drivers).
+"""The state of one worker run, and the decisions the run makes (shared by both drivers).
 
 :class:`RunState` holds the budget (``max_messages``), the stop and the grace, the leases held, the
 counters, and the one exception that must leave ``run()`` (a handler's ``KeyboardInterrupt``
-or ``SystemExit``). Its methods decide what follows each event (a claim, a handler's outcome,
-a settle, a transport error), log it on ``harel_sa.worker`` and tell the
-:class:`~harel_sa.worker.Observer`. It never touches the database: the programs
-(:mod:`~harel_sa.worker.programs`) ask it, and the drivers perform what they yield.
+or ``SystemExit``). Its methods decide what follows each event (a claim, a handler's outcome:
+a failure by :func:`~harel_sa.worker.outcomes.after_failure`, a settle, a transport error), log
+it on ``harel_sa.worker`` and tell the :class:`~harel_sa.worker.Observer`. It never touches
+the database: the programs (:mod:`~harel_sa.worker.programs`) ask it, and the drivers perform
+what they yield.
 Thread-safe: the slots, the heartbeat thread and a signal handler call it at once.
 """
 
@@ -16,7 +17,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from harel_sa.errors import (
@@ -27,12 +27,10 @@ from harel_sa.errors import (
 )
 from harel_sa.events import Lease
 from harel_sa.settlements import How
-from harel_sa.validate import storable
-from harel_sa.worker.control import DeadLetter, Retry
 from harel_sa.worker.observe import Observer
 from harel_sa.worker.operations import RETRIED, Ack, Bury, Done, Nack, Operation
 from harel_sa.worker.options import WorkerOptions
-from harel_sa.worker.outcomes import Interrupted, Outcome, Returned
+from harel_sa.worker.outcomes import Interrupted, Outcome, Returned, after_failure, log_fields
 
 # INFO: start, stop, releases, dead letters; WARNING: handler failures with the retry time, lost
 # leases, a late heartbeat, a blocked event loop; DEBUG: each message. Logging is never configured.
@@ -63,27 +61,6 @@ class WorkerStats:
     dead_lettered: int = 0
     lost: int = 0
     released: int = 0
-
-
-def _fields(lease: Lease[Any]) -> dict[str, object]:
-    """Structured fields of a log line about ``lease`` (shown by ``--log-format json``)."""
-    return {"group_id": lease.group_id, "seq": lease.seq, "deliveries": lease.deliveries}
-
-
-def _text_of(error: BaseException) -> str:
-    """``Type: message`` of a handler's exception, even one whose ``str()`` raises (the
-    message then says so): a handler's broken exception is its message's failure, never the
-    run's."""
-    try:
-        message = str(error)
-    except Exception as failure:
-        message = f"<its str() raised {type(failure).__name__}>"
-    return f"{type(error).__name__}: {message}"
-
-
-def _utc_in(seconds: float) -> str:
-    moment = datetime.now(UTC) + timedelta(seconds=seconds)
-    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 class RunState:
@@ -193,7 +170,7 @@ class RunState:
         """The ``nack(0)`` that gives ``lease`` back at the end returned ``done``."""
         if isinstance(done, Done) and done.ok:
             self._count("released")
-            log.info("released %s seq %d", lease.group_id, lease.seq, extra=_fields(lease))
+            log.info("released %s seq %d", lease.group_id, lease.seq, extra=log_fields(lease))
         else:
             self._note_lost(lease, "release")
 
@@ -326,7 +303,10 @@ class RunState:
         if isinstance(outcome, Interrupted):
             self._interrupt(lease, outcome.error)
             return Nack(lease, 0.0, release=True)
-        return self._failed(lease, outcome.error)
+        op, counted = after_failure(lease, outcome.error, self.options)
+        if counted:
+            self._count(counted)
+        return op
 
     def _settled_by_handler(self, lease: Lease[Any], how: How, delay: float) -> None:
         what = {"acked": "succeeded", "nacked": "retried", "dead_lettered": "dead_lettered"}
@@ -336,7 +316,7 @@ class RunState:
             how.replace("_", "-"),
             lease.group_id,
             lease.seq,
-            extra=_fields(lease),
+            extra=log_fields(lease),
         )
 
     def _interrupt(self, lease: Lease[Any], error: BaseException) -> None:
@@ -344,49 +324,6 @@ class RunState:
             if self.fatal is None:
                 self.fatal = error
         self.request_stop(f"handler raised {type(error).__name__} on {lease.group_id}")
-
-    def _last_delivery(self, lease: Lease[Any]) -> bool:
-        limit = self.options.max_deliveries
-        return limit is not None and lease.deliveries >= limit
-
-    def _failed(self, lease: Lease[Any], error: Exception) -> Operation:
-        limit = self.options.max_deliveries
-        of = f" of {limit}" if limit is not None else ""
-        where = f"{lease.group_id} seq {lease.seq} (delivery {lease.deliveries}{of})"
-        # A reason quotes a handler's text: stored escaped where a backend could not store it
-        # (a refused dead letter would leave its message to come back again and again).
-        if isinstance(error, DeadLetter):
-            return Bury(lease, storable(error.reason))
-        if isinstance(error, Retry):
-            self._count("retried")
-            if self._last_delivery(lease):
-                return Bury(lease, storable(f"retried at its last delivery{of}: {error}"))
-            log.info("handler asked to retry %s in %gs", where, error.delay, extra=_fields(lease))
-            return Nack(lease, error.delay)
-        self._count("failed")
-        text = _text_of(error)
-        if self._last_delivery(lease):
-            log.warning(
-                "handler failed on %s: %s; no deliveries left: dead-lettering it",
-                where,
-                text,
-                exc_info=error,
-                extra=_fields(lease),
-            )
-            return Bury(
-                lease, storable(f"handler failed at delivery {lease.deliveries}{of}: {text}")
-            )
-        delay = self.options.backoff.delay(lease.deliveries)
-        log.warning(
-            "handler failed on %s: %s; retry in %.1fs (at %s)",
-            where,
-            text,
-            delay,
-            _utc_in(delay),
-            exc_info=error,
-            extra={**_fields(lease), "retry_in": round(delay, 3)},
-        )
-        return Nack(lease, delay)
 
     # -- settling --------------------------------------------------------------------------
     def settled(self, op: Operation, done: Done, seconds: float) -> Lease[Any] | None:
@@ -406,7 +343,7 @@ class RunState:
                 lease.group_id,
                 lease.seq,
                 op.reason,
-                extra=_fields(lease),
+                extra=log_fields(lease),
             )
         if isinstance(op, Ack) and op.fused:
             if done.lease is None:
@@ -459,14 +396,14 @@ class RunState:
         if log.isEnabledFor(logging.DEBUG):  # a batch's hot path: no fields built for nothing
             for lease, ok in zip(acks, took, strict=True):
                 if ok:
-                    log.debug("acked %s seq %d", lease.group_id, lease.seq, extra=_fields(lease))
+                    log.debug("acked %s seq %d", lease.group_id, lease.seq, extra=log_fields(lease))
             for lease in claimed:
                 log.debug(
                     "claimed %s seq %d (delivery %d)",
                     lease.group_id,
                     lease.seq,
                     lease.deliveries,
-                    extra=_fields(lease),
+                    extra=log_fields(lease),
                 )
 
     def may_retry(self, op: Operation, error: HarelSAError) -> bool:
@@ -541,7 +478,7 @@ class RunState:
             lease.group_id,
             lease.seq,
             what,
-            extra=_fields(lease),
+            extra=log_fields(lease),
         )
 
     def _count(self, what: str, n: int = 1) -> None:

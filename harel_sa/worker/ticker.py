@@ -2,7 +2,7 @@
 
 :class:`Ticker` runs beside ``Worker``'s heartbeat, a thread of its own; :class:`AsyncTicker`
 is a task on ``AsyncWorker``'s loop. Each pass (:meth:`Ticker.step`) takes, per schedule, the
-last tick at or before "now" and publishes it through :func:`harel_sa.periodic.publish_tick`,
+last tick at or before "now" and publishes it through the transport's ``publish_tick``,
 whose record makes it happen once across every worker; then it sleeps until the next tick
 (at most :data:`SLICE` seconds, so a clock a test moves is read again soon) or until stopped.
 Ticks missed while no worker ran are not published one by one: a worker coming back publishes
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harel_sa.periodic import Periodic, publish_tick, publish_tick_async
+from harel_sa.periodic import Periodic
 
 log = logging.getLogger("harel_sa.worker")
 
@@ -102,7 +102,7 @@ class Ticker(_Schedules):
         published = []
         for schedule, tick, catch_up in self.due(self.clock()):
             try:
-                wrote = publish_tick(self.transport, schedule, tick, catch_up=catch_up)
+                wrote = self.transport.publish_tick(schedule, tick, catch_up=catch_up)
             except Exception as error:
                 self.failed(schedule, error, keep_going)
                 continue
@@ -142,7 +142,7 @@ class AsyncTicker(_Schedules):
         published = []
         for schedule, tick, catch_up in self.due(self.clock()):
             try:
-                wrote = await publish_tick_async(self.transport, schedule, tick, catch_up=catch_up)
+                wrote = await self.transport.publish_tick(schedule, tick, catch_up=catch_up)
             except Exception as error:
                 self.failed(schedule, error, keep_going)
                 continue

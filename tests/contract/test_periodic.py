@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from harel_sa import Event, Periodic, PostgresTransport, SqliteTransport
-from harel_sa.periodic import publish_tick, publish_tick_async
 from harel_sa.worker.ticker import AsyncTicker, Ticker
 from tests.conftest import FakeClock
 from tests.contract.conftest import Blocking, OpenQueue, read
@@ -26,11 +25,9 @@ EVERY = Periodic("beat", every=1, group_id="ticks", event=stamped)
 
 
 def tick(q: Any, schedule: Periodic, at: float, catch_up: bool = False) -> bool:
-    """``publish_tick`` on a sync transport, ``publish_tick_async`` on an async one."""
-    if isinstance(q, Blocking):
-        made = publish_tick_async(q._transport, schedule, at, catch_up=catch_up)
-        return q._runner.run(made)
-    return publish_tick(q, schedule, at, catch_up=catch_up)
+    """The transport's ``publish_tick`` (a sync one, or an async one run to its end)."""
+    published: bool = q.publish_tick(schedule, at, catch_up=catch_up)
+    return published
 
 
 def ticks(q: Any) -> list[str]:
@@ -139,7 +136,7 @@ def test_transports_racing_on_each_tick_publish_it_once(
     def race(n: int) -> None:
         for r in range(rounds):
             barrier.wait(timeout=60)
-            wins[n].append(publish_tick(queues[n], EVERY, 2_000.0 + r))
+            wins[n].append(queues[n].publish_tick(EVERY, 2_000.0 + r))
 
     threads = [threading.Thread(target=race, args=(n,)) for n in range(4)]
     for t in threads:
