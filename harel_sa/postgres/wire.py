@@ -232,17 +232,11 @@ class Wire:
 
     def _pipeline_results(self) -> Exchange[list[list[pq.abc.PGresult]]]:
         """The results of a pipeline up to its sync: a list per statement sent."""
-        pgconn = self.pgconn
-        while pgconn.flush():
-            yield READ | WRITE
-            pgconn.consume_input()
+        yield from self._flushed()
         out: list[list[pq.abc.PGresult]] = []
         current: list[pq.abc.PGresult] = []
         while True:
-            while pgconn.is_busy():
-                yield READ
-                pgconn.consume_input()
-            result = pgconn.get_result()
+            result = yield from self._next_result()
             if result is None:
                 out.append(current)
                 current = []
@@ -272,19 +266,26 @@ class Wire:
         return self.pgconn.transaction_status not in (_IDLE, pq.TransactionStatus.UNKNOWN)
 
     def _results(self) -> Exchange[list[pq.abc.PGresult]]:
+        """The results of what was sent, up to the end of its last statement's."""
+        yield from self._flushed()
+        results: list[pq.abc.PGresult] = []
+        while (result := (yield from self._next_result())) is not None:
+            results.append(result)
+        return results
+
+    def _flushed(self) -> Exchange[None]:
         pgconn = self.pgconn
         while pgconn.flush():  # more to send: read meanwhile, or the server may stall on us
             yield READ | WRITE
             pgconn.consume_input()
-        results: list[pq.abc.PGresult] = []
-        while True:
-            while pgconn.is_busy():
-                yield READ
-                pgconn.consume_input()
-            result = pgconn.get_result()
-            if result is None:
-                return results
-            results.append(result)
+
+    def _next_result(self) -> Exchange[pq.abc.PGresult | None]:
+        """The next result (``None``: the end of a statement's)."""
+        pgconn = self.pgconn
+        while pgconn.is_busy():
+            yield READ
+            pgconn.consume_input()
+        return pgconn.get_result()
 
     def _prepared(self, results: list[pq.abc.PGresult]) -> pq.abc.PGresult:
         """:meth:`_check` of a prepared statement's results: one found missing or there
