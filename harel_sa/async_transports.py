@@ -151,10 +151,7 @@ class AsyncTransport(Generic[E]):
         self, schedule: Periodic, tick: float, *, catch_up: bool = False
     ) -> bool:
         """As :meth:`SqliteTransport.publish_tick <harel_sa.SqliteTransport.publish_tick>`."""
-        s = schedule
-        return await self._run(
-            self._binder.publish_tick(s.name, s.group_id, s.event_at(tick), tick, catch_up)
-        )
+        return await self._run(self._binder.publish_tick(schedule, tick, catch_up))
 
     @traces.traced_async("claim")
     async def claim(

@@ -20,6 +20,7 @@ from harel_sa import traces, validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
+from harel_sa.periodic import Periodic
 from harel_sa.schema import MAX_PRIORITY, Names
 
 T = TypeVar("T")
@@ -353,12 +354,18 @@ class Binder(Generic[E]):
     def cancel(self, key: object) -> Bound[bool]:
         return self.backend.cancel(validate.cancel_key(key))
 
-    def publish_tick(
-        self, name: str, group_id: str, event: BaseModel, tick: float, catch_up: bool
-    ) -> Bound[bool]:
+    def publish_tick(self, schedule: object, tick: object, catch_up: object) -> Bound[bool]:
         """A periodic schedule's tick bound (:meth:`harel_sa.SqliteTransport.publish_tick`)."""
-        row = message_row(self.options.event_type, group_id, event, 0, None)
-        return self.backend.publish_tick(name, tick, row, catch_up)
+        if not isinstance(schedule, Periodic):
+            name = type(schedule).__name__
+            raise InvalidArgumentTypeError(f"schedule must be a harel_sa.Periodic, not {name}")
+        at = validate.seconds("tick", tick, allow_zero=True)
+        if not isinstance(catch_up, bool):
+            kind = type(catch_up).__name__
+            raise InvalidArgumentTypeError(f"catch_up must be a bool, not {kind}")
+        event = schedule.event_at(at)
+        row = message_row(self.options.event_type, schedule.group_id, event, 0, None)
+        return self.backend.publish_tick(schedule.name, at, row, catch_up)
 
     def claim(
         self,

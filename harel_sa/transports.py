@@ -180,10 +180,7 @@ class Transport(Generic[E]):
         message commit together, so of all the processes publishing one tick, one does.
         ``catch_up``: only when a record exists (a schedule never published has no past).
         The workers' ticker calls this (``Worker(periodic=...)``)."""
-        s = schedule
-        return self._run(
-            self._binder.publish_tick(s.name, s.group_id, s.event_at(tick), tick, catch_up)
-        )
+        return self._run(self._binder.publish_tick(schedule, tick, catch_up))
 
     @traces.traced("claim")
     def claim(

@@ -65,15 +65,9 @@ class SqliteBackend:
         return SqliteCall(operations.cancel, statements=self.statements, key=key)
 
     def publish_tick(self, name: str, tick: float, row: Row, catch_up: bool) -> SqliteCall[bool]:
-        return SqliteCall(
-            periodic.publish_tick,
-            statements=self.statements,
-            clock=self.clock,
-            name=name,
-            tick=tick,
-            row=row,
-            catch_up=catch_up,
-        )
+        st, clock, publish = self.statements, self.clock, periodic.publish_tick
+        tick_of = {"name": name, "tick": tick, "row": row, "catch_up": catch_up}
+        return SqliteCall(publish, statements=st, clock=clock, **tick_of)
 
     def claim(self, spec: ClaimSpec) -> SqliteCall[Lease[Any] | None]:
         st, clock = self.statements, self.clock

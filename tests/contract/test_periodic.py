@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from harel_sa import Event, Periodic, PostgresTransport, SqliteTransport
+from harel_sa import (
+    Event,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    Periodic,
+    PostgresTransport,
+    SqliteTransport,
+)
 from harel_sa.worker.ticker import AsyncTicker, Ticker
 from tests.conftest import FakeClock
 from tests.contract.conftest import Blocking, OpenQueue, read
@@ -69,6 +76,45 @@ def test_a_catch_up_tick_needs_a_record(open_queue: OpenQueue, db: str, clock: F
     assert tick(q, EVERY, 60.0, catch_up=True) is True
     assert tick(q, EVERY, 60.0, catch_up=True) is False
     assert len(ticks(q)) == 2 and record(db) == [("beat", 60.0)]
+
+
+@pytest.mark.parametrize(
+    ("schedule", "at", "catch_up", "error"),
+    [
+        ("beat", 1.0, False, InvalidArgumentTypeError),
+        (EVERY, "1", False, InvalidArgumentTypeError),
+        (EVERY, -1.0, False, InvalidArgumentError),
+        (EVERY, float("nan"), False, InvalidArgumentError),
+        (EVERY, 1.0, 1, InvalidArgumentTypeError),
+        (
+            Periodic("bad", every=1, group_id="g", event=lambda at: "text"),
+            1.0,
+            False,
+            InvalidArgumentTypeError,
+        ),
+    ],
+    ids=[
+        "not-a-periodic",
+        "tick-a-str",
+        "tick-negative",
+        "tick-nan",
+        "catch-up-an-int",
+        "event-fn-not-a-model",
+    ],
+)
+def test_a_bad_tick_is_refused_before_anything_is_written(
+    open_queue: OpenQueue,
+    db: str,
+    clock: FakeClock,
+    schedule: Any,
+    at: Any,
+    catch_up: Any,
+    error: type,
+) -> None:
+    q = open_queue(db, clock=clock)
+    with pytest.raises(error):
+        q.publish_tick(schedule, at, catch_up=catch_up)
+    assert ticks(q) == [] and record(db) == []
 
 
 def test_the_message_is_an_ordinary_one_of_its_group(
