@@ -642,8 +642,7 @@ def targets(w: dict[str, Any]) -> list[Row]:
         x, h = ratios(_rate(ours, c), _rate(same, c)), ratios(_rate(ours, c), _rate(d["harel"], c))
         rows.append(
             (
-                f"Drain, {c} process{'es' if c != '1' else ''} (same-SQL ≥ 0.9{X}, harel"
-                f" ≥ 1.1{X})",
+                f"Drain, {c} process{'es' if c != '1' else ''} (same-SQL ≥ 0.9{X}, harel ≥ 1.1{X})",
                 f"{fmt_ratio(x)}; harel {fmt_ratio(h)}; baseline"
                 f" {fmt_ratio(ratios(_rate(ours, c), _rate(b, c)))}",
                 verdict(med(x) >= 0.9 and med(h) >= 1.1),

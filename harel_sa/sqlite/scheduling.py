@@ -124,7 +124,9 @@ def publish_keyed(
     a scheduled one is due at ``due`` or now; a queued one keeps its place)."""
     group_id, event, priority, routing_key = row
     group = {"group_id": group_id, "priority": priority, "routing_key": routing_key}
-    if not replace:  # one statement looks and writes; the group row only when it wrote
+    # keep: one statement looks and writes; the group row only when it wrote (the outbox's
+    # path: the transport runs the same two statements as :func:`keep`, without a program)
+    if not replace:
         if due is not None:
             params = {**group, "event": event, "due_at": due_at(due, now), "key": key}
             return (yield Query(st.schedule_unless_waiting, params)).rowcount == 1
@@ -159,7 +161,8 @@ def keep(
     key: str,
 ) -> bool:
     """:func:`publish_keyed`'s ``keep`` on ``conn`` (in the caller's transaction), its two
-    statements run as they are, not through a program: a keyed publish's common case."""
+    statements run as they are, not through a program: a keyed publish's common case (a change
+    to one is a change to both; the contract tests run both, through the outbox too)."""
     group_id, event, priority, routing_key = row
     group = {"group_id": group_id, "priority": priority, "routing_key": routing_key}
     if due is not None:
