@@ -5,7 +5,7 @@ calls on an :class:`~harel_sa.AsyncSqliteTransport` or an
 :class:`~harel_sa.AsyncPostgresTransport`; ``run`` performs the supervisor's steps
 and handles the signals through the loop. The heartbeat is a thread with a sync twin of the
 transport (:mod:`~harel_sa.worker.heartbeat`), so a handler that blocks the loop does not stop
-it from keeping the leases alive.
+it from keeping the leases alive; so is the ticker.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from harel_sa import settlements
 from harel_sa.async_transports import AsyncTransport
 from harel_sa.errors import InvalidArgumentError
 from harel_sa.events import E, Lease
+from harel_sa.periodic import Periodic
 from harel_sa.sqlite.aio import AsyncSqliteTransport
 from harel_sa.worker import programs
 from harel_sa.worker.heartbeat import Heartbeat, LoopProbe
@@ -28,7 +29,7 @@ from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
 from harel_sa.worker.runstate import RunState, WorkerStats
 from harel_sa.worker.steps import Routine
 from harel_sa.worker.threads import SIGNALS, _both, on_main_thread
-from harel_sa.worker.ticker import AsyncTicker
+from harel_sa.worker.ticker import Ticker, transport_clock
 
 if TYPE_CHECKING:
     from harel_sa.worker.operations import AsyncWorkerTransport, WorkerTransport
@@ -86,9 +87,17 @@ class AsyncWorker(Generic[E]):
         run.on_stop = lambda: _both(self._wake.set, on_stop)
         self._run = run
         twin = self._twin()
-        beat = self._heartbeat(run, loop, twin)
+        calls = twin or ThroughLoop(self.transport, loop)  # the beside threads' transport
+        visibility = self.options.visibility
+        beat = Heartbeat(
+            run,
+            lambda lease: calls.extend(lease, visibility),
+            LoopProbe(loop),
+            through_loop=twin is None,
+        )
         periodic = self.options.periodic
-        ticker = AsyncTicker(self.transport, periodic) if periodic else None
+        clock = transport_clock(self.transport)
+        ticker = Ticker(calls, periodic, clock) if periodic else None
         run.started(self.transport.database, self.transport.prefix, "asyncio tasks")
         try:
             with _loop_signals(self.handle_signals, loop, run):
@@ -102,7 +111,7 @@ class AsyncWorker(Generic[E]):
         finally:
             self._finished.set()
             if ticker is not None:
-                await ticker.stop()
+                await asyncio.to_thread(ticker.stop)
             beat.stop()
             await asyncio.to_thread(beat.join)
             if twin is not None:
@@ -126,19 +135,6 @@ class AsyncWorker(Generic[E]):
             return self.transport.sync_twin()
         except InvalidArgumentError:  # a private :memory: queue
             return None
-
-    def _heartbeat(
-        self, run: RunState, loop: asyncio.AbstractEventLoop, twin: WorkerTransport | None
-    ) -> Heartbeat:
-        visibility = self.options.visibility
-        if twin is not None:
-            return Heartbeat(run, lambda lease: twin.extend(lease, visibility), LoopProbe(loop))
-
-        def through_loop(lease: Lease[Any]) -> bool:
-            done = asyncio.run_coroutine_threadsafe(self.transport.extend(lease, visibility), loop)
-            return done.result()
-
-        return Heartbeat(run, through_loop, LoopProbe(loop), through_loop=True)
 
     # -- what the steps ask of the driver --------------------------------------------------
     async def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None:
@@ -238,6 +234,24 @@ class AsyncWorker(Generic[E]):
                     return
             else:
                 step = next(program, None)
+
+
+class ThroughLoop:
+    """The calls of the heartbeat's and the ticker's threads, through the worker's loop: where
+    no sync twin can be had (a private ``:memory:`` queue). A blocked loop stalls them."""
+
+    def __init__(self, transport: AsyncWorkerTransport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport, self.loop = transport, loop
+
+    def extend(self, lease: Lease[Any], visibility: float) -> bool:
+        call = self.transport.extend(lease, visibility)
+        return asyncio.run_coroutine_threadsafe(call, self.loop).result()
+
+    def publish_tick(self, schedule: Periodic, tick: float, *, catch_up: bool = False) -> bool:
+        async def call() -> bool:  # traced: typed an awaitable, not a coroutine
+            return await self.transport.publish_tick(schedule, tick, catch_up=catch_up)
+
+        return asyncio.run_coroutine_threadsafe(call(), self.loop).result()
 
 
 class AsyncBell:

@@ -1,24 +1,22 @@
 """The ticker: publishes a worker's periodic schedules (:class:`harel_sa.Periodic`).
 
-:class:`Ticker` runs beside ``Worker``'s heartbeat, a thread of its own; :class:`AsyncTicker`
-is a task on ``AsyncWorker``'s loop. Each pass (:meth:`Ticker.step`) takes, per schedule, the
-last tick at or before "now" and publishes it through the transport's ``publish_tick``,
-whose record makes it happen once across every worker; then it sleeps until the next tick
-(at most :data:`SLICE` seconds, so a clock a test moves is read again soon) or until stopped.
-Ticks missed while no worker ran are not published one by one: a worker coming back publishes
-only the last one (a catch-up, when the schedule has a record older than it). A tick from
-before the ticker started publishes only as such a catch-up, so a new schedule has no past.
+:class:`Ticker` is a thread of its own beside the heartbeat, in both workers (``AsyncWorker``'s
+publishes as its heartbeat extends: through the transport's sync twin). Each pass
+(:meth:`Ticker.step`) takes, per schedule, the last tick at or before "now" and publishes it
+through ``publish_tick``, whose record makes it happen once across every worker; then it sleeps
+until the next tick (at most :data:`SLICE` seconds, so a clock a test moves is read again soon)
+or until stopped. Ticks missed while no worker ran are not published one by one: a worker coming
+back publishes only the last one (a catch-up, when the schedule has a record older than it). A
+tick from before the ticker started publishes only as such a catch-up: a new schedule has no past.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Protocol
 
 from harel_sa.periodic import Periodic
 
@@ -32,21 +30,33 @@ RETRY_AFTER = 1.0
 Clock = Callable[[], float]
 
 
+class PublishesTicks(Protocol):
+    """What a ticker publishes through: a sync transport (or its twin)."""
+
+    def publish_tick(self, schedule: Periodic, tick: float, *, catch_up: bool = False) -> bool: ...
+
+
 def transport_clock(transport: object) -> Clock:
     """The transport's own clock (a SQLite transport's ``clock=``), else ``time.time``."""
     clock = getattr(transport._binder.backend, "clock", None)  # type: ignore[attr-defined]
     return clock if callable(clock) else time.time
 
 
-class _Schedules:
-    """What both tickers decide: which tick of each schedule is due, and when to look again."""
+class Ticker:
+    """Publishes ``schedules`` through ``transport``; :meth:`start` runs it on a thread until
+    :meth:`stop`. ``clock``: the transport's (see :func:`transport_clock`) unless given."""
 
-    def __init__(self, schedules: Sequence[Periodic], clock: Clock) -> None:
+    def __init__(
+        self, transport: PublishesTicks, schedules: Sequence[Periodic], clock: Clock | None = None
+    ) -> None:
+        self.transport = transport
         self.schedules = tuple(schedules)
-        self.clock = clock
-        self.started = clock()
+        self.clock = clock or transport_clock(transport)
+        self.started = self.clock()
         self.done: dict[str, float] = {}  # the last tick this ticker published or saw done
         self.failing = False
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="harel_sa-ticker", daemon=True)
 
     def due(self, now: float) -> list[tuple[Periodic, float, bool]]:
         """``(schedule, tick, catch_up)`` for each schedule whose last tick at or before
@@ -82,19 +92,6 @@ class _Schedules:
         upcoming = min(schedule.following(now) for schedule in self.schedules)
         return max(0.0, min(SLICE, upcoming - now))
 
-
-class Ticker(_Schedules):
-    """Publishes ``schedules`` on a sync transport; :meth:`start` runs it on a thread until
-    :meth:`stop`. ``clock``: the transport's (see :func:`transport_clock`) unless given."""
-
-    def __init__(
-        self, transport: Any, schedules: Sequence[Periodic], clock: Clock | None = None
-    ) -> None:
-        super().__init__(schedules, clock or transport_clock(transport))
-        self.transport = transport
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="harel_sa-ticker", daemon=True)
-
     def step(self, keep_going: bool = False) -> list[tuple[str, float]]:
         """One pass: publish each schedule's due tick; the ``(name, tick)`` this call published
         (a tick another worker published is handled, not listed). Raises what a publish
@@ -124,43 +121,3 @@ class Ticker(_Schedules):
         while not self._stopped.is_set():
             self.step(keep_going=True)
             self._stopped.wait(self.sleep())
-
-
-class AsyncTicker(_Schedules):
-    """:class:`Ticker` on an async transport: a task on the running loop."""
-
-    def __init__(
-        self, transport: Any, schedules: Sequence[Periodic], clock: Clock | None = None
-    ) -> None:
-        super().__init__(schedules, clock or transport_clock(transport))
-        self.transport = transport
-        self._stopped = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    async def step(self, keep_going: bool = False) -> list[tuple[str, float]]:
-        """As :meth:`Ticker.step`."""
-        published = []
-        for schedule, tick, catch_up in self.due(self.clock()):
-            try:
-                wrote = await self.transport.publish_tick(schedule, tick, catch_up=catch_up)
-            except Exception as error:
-                self.failed(schedule, error, keep_going)
-                continue
-            self.handled(schedule, tick, wrote, catch_up)
-            if wrote:
-                published.append((schedule.name, tick))
-        return published
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="harel_sa-ticker")
-
-    async def stop(self) -> None:
-        self._stopped.set()
-        if self._task is not None:
-            await self._task
-
-    async def _loop(self) -> None:
-        while not self._stopped.is_set():
-            await self.step(keep_going=True)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopped.wait(), self.sleep())

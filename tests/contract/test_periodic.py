@@ -19,9 +19,9 @@ from harel_sa import (
     PostgresTransport,
     SqliteTransport,
 )
-from harel_sa.worker.ticker import AsyncTicker, Ticker
+from harel_sa.worker.ticker import Ticker
 from tests.conftest import FakeClock
-from tests.contract.conftest import Blocking, OpenQueue, read
+from tests.contract.conftest import OpenQueue, read
 
 
 def stamped(at: datetime) -> Event:
@@ -129,10 +129,8 @@ def test_the_message_is_an_ordinary_one_of_its_group(
 
 
 def stepper(q: Any, clock: FakeClock) -> Callable[[], list[tuple[str, float]]]:
-    """One pass of a ticker on ``q``: the async ticker on the async kinds' own transport."""
-    if isinstance(q, Blocking):
-        ticker = AsyncTicker(q._transport, [EVERY], clock=clock)
-        return lambda: q._runner.run(ticker.step())
+    """One pass of a ticker on ``q`` (the async kinds' calls made blocking, as the ticker's
+    thread makes them)."""
     return Ticker(q, [EVERY], clock=clock).step
 
 

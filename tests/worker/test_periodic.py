@@ -102,15 +102,19 @@ def test_a_worker_started_after_a_gap_publishes_one_catch_up_tick(tmp_path: Path
         assert ats == [1_000_010.0, 1_000_110.0]
 
 
-def test_an_async_worker_publishes_its_ticks(tmp_path: Path) -> None:
+@pytest.mark.parametrize("private", [False, True], ids=["file", "memory"])
+def test_an_async_worker_publishes_its_ticks(tmp_path: Path, private: bool) -> None:
+    """On a file through the transport's sync twin; on a private ``:memory:`` queue (no twin)
+    through the worker's loop."""
     clock = FakeClock(1_000_005.0)
+    where = ":memory:" if private else tmp_path / "q.db"
     handled: list[float] = []
 
     async def handle(lease: Lease[Event]) -> None:
         handled.append(lease.event.data.get("at", -1.0))
 
     async def main() -> None:
-        q = await AsyncSqliteTransport.create(tmp_path / "q.db", clock=clock)
+        q = await AsyncSqliteTransport.create(where, clock=clock)
         worker = AsyncWorker(q, handle, handle_signals=False, poll_interval=0.005, periodic=[EVERY])
         running = asyncio.create_task(worker.run())
         try:
