@@ -230,12 +230,7 @@ class RunState:
 
     def claimed(self, lease: Lease[Any], seconds: float) -> None:
         """A claim that took ``seconds`` returned ``lease``: it is held from now on."""
-        self.claimed_many((lease,), seconds)
-
-    def claimed_many(self, leases: tuple[Lease[Any], ...], seconds: float) -> None:
-        """A claim (or a batch) that took ``seconds`` returned ``leases``: each is held from
-        now on; one claim latency for them all."""
-        self.landed((), (), "", leases, 0, seconds)
+        self.landed((), (), "", (lease,), 0, seconds)
 
     # -- the handler -----------------------------------------------------------------------
     def handling(self) -> None:
@@ -355,11 +350,7 @@ class RunState:
     def acked(self, lease: Lease[Any], took: bool, what: str) -> None:
         """The ack of ``lease`` (by ``what``, after its handler) is durable (``took``) or found
         the lease lost: only now is its handler counted as succeeded."""
-        self.acked_many((lease,), (took,), what)
-
-    def acked_many(self, leases: tuple[Lease[Any], ...], took: tuple[bool, ...], what: str) -> None:
-        """:meth:`acked` for each of ``leases`` and whether its ack took (one batch)."""
-        self.landed(leases, took, what)
+        self.landed((lease,), (took,), what)
 
     def landed(
         self,

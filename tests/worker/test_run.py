@@ -111,7 +111,7 @@ def test_an_observer_is_told_what_it_overrides_and_only_that() -> None:
     leases = tuple(Lease(n, f"g{n}", Event(kind="x"), "w", f"t{n}") for n in (1, 2))
     for observer, told in ((Counts(), ["claimed", "claimed", "succeeded"]), (Times(), [0.25])):
         run = RunState(WorkerOptions(worker_id="w", observer=observer), None, False)
-        run.claimed_many(leases, 0.1)
+        run.landed((), (), "ClaimMany", leases, 0, 0.1)
         run.handling()
         run.plan(leases[0], RETURNED, 0.25)
         run.acked(leases[0], True, "Ack")
