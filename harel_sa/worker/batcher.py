@@ -4,12 +4,14 @@ It claims up to ``batch`` leases for the free slots (``claim_many``) into the
 :class:`~harel_sa.worker.exchange.Exchange`, collects the acks the slots give back, and sends
 them fused with the claim for the slots they free (``ack_many_and_claim_many``) once due: no
 lease out is still with a handler, ``batch`` acks wait, the oldest waited ``ack_wait``, or the
-run stops. Nacks and dead letters are single calls, made by their slot. Only the routine touches
-the batch state; the slots reach it through the exchange, which rings its bell when acks are due.
+run stops. Nacks and dead letters are single calls, made by their slot. The state is touched
+only by the holder of the *turn*: the routine (its bell, its timers), or the slot whose ack made
+the acks due with no lease left for it, which sends them itself rather than wake a thread.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Generator
 from typing import Any
@@ -20,7 +22,7 @@ from harel_sa.worker.exchange import Exchange
 from harel_sa.worker.operations import RETRIED, Batch, Sent
 from harel_sa.worker.runstate import RunState
 from harel_sa.worker.steps import Action, Routine, SendBatch, Wait, WaitBell
-from harel_sa.worker.wake import Wake
+from harel_sa.worker.wake import STALL, Wake
 
 POLL = 0.05  # once stopping (or done claiming), how often the batcher looks again
 LONG = 1.0  # its longest sleep: a guard (every change it waits for rings it)
@@ -41,17 +43,26 @@ class Batcher:
         self.claiming = True  # False once the budget is spent or (until_empty) none was found
         self.short_until = 0.0  # after a short claim, no claim for free slots before then
         self.on_wake: Callable[[int], None] = _ignore  # the driver's: wake waiting slots
+        self.asleep_until = 0.0  # when the batcher's routine wakes at the latest
+        self._turn = threading.Lock()  # never waited for: taken, or left to its holder
 
-    def arm(self) -> bool:
-        """Before the routine sleeps: have the exchange ring once enough outcomes are back to
-        make the acks due (or, with none waiting, the first). ``True``: that many are back
-        already (look again now)."""
+    def take_turn(self) -> bool:
+        return self._turn.acquire(blocking=False)
+
+    def let_go(self, now: float, taking: int = 0) -> bool:
+        """Give the turn back, the exchange armed; ring the batcher's routine when it sleeps
+        past what is now due (``taking``: leases waiting that the holder takes itself next).
+        ``True``: the acks came due meanwhile (take it again)."""
         if self.acks:
             ring_at = min(self.out, self.size - len(self.acks))
         elif self.wake.quick and self.out and not self.run.stopping:
             ring_at = min(self.out, self.size)  # its watch sees a first ack held back
         else:
             ring_at = 1
+        wanted = self.wake_by(now, taking)
+        self._turn.release()
+        if wanted < self.asleep_until:
+            self.exchange.ring()
         return self.exchange.arm(max(ring_at, 1))
 
     def collect(self) -> None:
@@ -104,9 +115,9 @@ class Batcher:
             self.claiming = False
         return limit
 
-    def landed(self, batch: Batch, sent: Sent, seconds: float) -> None:
+    def landed(self, batch: Batch, sent: Sent, seconds: float, by_slot: bool) -> None:
         """``batch`` committed with ``sent``: count it; its leases go to the slots (a stop
-        meanwhile leaves them held, to be released)."""
+        meanwhile leaves them held, to be released); a slot that sent it takes one itself."""
         run = self.run
         unclaimed = batch.limit - len(sent.leases) if batch.limit else 0
         run.landed(batch.leases, sent.acked, batch.name, sent.leases, unclaimed, seconds)
@@ -118,7 +129,7 @@ class Batcher:
             ex = self.exchange
             busy = self.out - ex.waiting_leases()
             self.out += len(sent.leases)
-            self._rouse(self.wake.on_put(ex.put(sent.leases), ex.woken, busy))
+            self._rouse(self.wake.on_put(ex.put(sent.leases), ex.woken + by_slot, busy))
 
     def failed(self, batch: Batch, error: HarelSAError) -> bool:
         """``batch`` raised ``error``: send it again after ``poll_interval``? For a busy write
@@ -145,7 +156,7 @@ class Batcher:
         """``batch`` will not be sent: its acks are lost, its claim given back."""
         self.run.landed(batch.leases, (False,) * len(batch.leases), batch.name, (), batch.limit)
 
-    def wake_by(self, now: float) -> float:
+    def wake_by(self, now: float, taking: int = 0) -> float:
         """When the batcher's routine must look again at the latest: the oldest ack's
         ``ack_wait``, the idle poll's end, its watch, or a guard."""
         run = self.run
@@ -158,12 +169,13 @@ class Batcher:
         else:
             until = now + LONG
         ex = self.exchange
-        watch = self.wake.watch(ex.waiting_leases(), ex.woken, ex.moved_at, now, self.out)
+        waiting = ex.waiting_leases() - taking
+        watch = self.wake.watch(waiting, ex.woken, ex.moved_at, now, self.out)
         return until if watch is None else min(until, now + max(watch, 0.001))
 
     def sleep(self, now: float) -> WaitBell | None:
-        """The routine's wait (``None``: the batcher ends); first, slots for the leases that
-        stalled."""
+        """The routine's wait, holding the turn (``None``: the batcher ends): slots for the
+        leases that stalled first."""
         run, ex = self.run, self.exchange
         if (not self.claiming or run.stopping) and (
             not (self.out or self.acks) or run.grace_left() == 0
@@ -177,7 +189,8 @@ class Batcher:
             and self.out < self.options.concurrency
             and self.short_until > now
         )
-        return WaitBell(max(self.wake_by(now) - now, 0.0), idle=idle)
+        self.asleep_until = until = self.wake_by(now)
+        return WaitBell(max(until - now, 0.0), idle=idle)
 
     def stop(self) -> None:
         """The run stops: no lease waiting is handed out any more; the routine looks."""
@@ -198,24 +211,38 @@ class Batcher:
 
 
 def batcher(run: RunState, b: Batcher) -> Routine:
-    """The batcher's routine: send what is due, sleep until rung or a timer; until the run no
-    longer claims and nothing is out, or the grace is over."""
+    """The batcher's routine: take the turn when rung or at a timer, send what is due, sleep;
+    until the run no longer claims and nothing is out, or the grace is over."""
     while True:
-        yield from sends(run, b)
+        if not b.take_turn():
+            # Its holder, a slot sending a batch, looks again when it lets go, and rings for
+            # a timer sooner than this nap's end.
+            b.asleep_until = b.exchange.clock() + STALL
+            yield WaitBell(STALL)
+            continue
+        yield from sends(run, b, by_slot=False)
         now = b.exchange.clock()
         bell = None if run.done else b.sleep(now)
         if bell is None:
             b.close()
             return
-        if b.arm():
+        if b.let_go(now):
             continue
         yield bell
         if bell.heard:
             b.short_until = 0.0
 
 
-def sends(run: RunState, b: Batcher) -> Generator[Action, None, None]:
-    """Collect what came back, send the batches due."""
+def turn(run: RunState, b: Batcher) -> Generator[Action, None, None]:
+    """A slot's turn (taken): send the acks due, let go, and again should more come due."""
+    while True:
+        yield from sends(run, b, by_slot=True)
+        if not b.let_go(b.exchange.clock(), taking=1) or not b.take_turn():
+            return
+
+
+def sends(run: RunState, b: Batcher, by_slot: bool) -> Generator[Action, None, None]:
+    """The turn's work: collect what came back, send the batches due."""
     while True:
         b.collect()
         if run.done:
@@ -223,10 +250,10 @@ def sends(run: RunState, b: Batcher) -> Generator[Action, None, None]:
         batch = b.next_batch(b.exchange.clock())
         if batch is None:
             return
-        yield from send(run, b, batch)
+        yield from send(run, b, batch, by_slot)
 
 
-def send(run: RunState, b: Batcher, batch: Batch) -> Generator[Action, None, None]:
+def send(run: RunState, b: Batcher, batch: Batch, by_slot: bool) -> Generator[Action, None, None]:
     """Send ``batch`` until it lands or is given up; a busy lock or a lost connection is
     tried again every ``poll_interval``."""
     while True:
@@ -235,7 +262,7 @@ def send(run: RunState, b: Batcher, batch: Batch) -> Generator[Action, None, Non
         yield step
         result = step.result
         if isinstance(result, Sent):
-            b.landed(batch, result, time.monotonic() - started)
+            b.landed(batch, result, time.monotonic() - started, by_slot)
             return
         if not b.failed(batch, result):
             return

@@ -4,7 +4,7 @@ The batcher (:mod:`~harel_sa.worker.batcher`) puts the leases it claimed; a slot
 runs its handler and gives the lease back when the handler returned (its ack is the batcher's
 to send) or says it ``freed`` its slot (it settled the lease itself), taking the next lease in
 the same section. The exchange decides nothing: the batcher ``arm``\\s it with how many
-outcomes make its acks due, and its bell is rung when that many are back.
+outcomes make its acks due, and is told (:data:`DUE`, or its bell) when that many are back.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from harel_sa.events import Lease
 WAIT = "wait"
 #: :meth:`Exchange.give`: the batcher is done; the ack is the slot's to send.
 CLOSED = "closed"
+#: :meth:`Exchange.give`: the acks are due and no lease waits for this slot: it is to take
+#: the batcher's turn (or ring its bell).
+DUE = "due"
 _NEVER = 1 << 30
 
 
@@ -59,8 +62,8 @@ class Exchange:
 
     def give(self, lease: Lease[Any], now: float) -> Lease[Any] | str | None:
         """The handler of ``lease`` returned at ``now``: its ack goes back to the batcher.
-        The next lease if one waits, :data:`CLOSED`, else ``None``; the bell is rung when the
-        acks are due."""
+        The next lease if one waits (the bell is rung when the acks are due meanwhile);
+        :data:`DUE` when they are due and none waits; :data:`CLOSED`; else ``None``."""
         with self._lock:
             if not self.open:
                 return CLOSED
@@ -71,10 +74,11 @@ class Exchange:
             due = len(acks) + self._freed >= self._ring_at
             if due:
                 self._ring_at = _NEVER  # told once; the batcher arms it again
-            following = None
             if self._leases and not self._halted:
                 self.moved_at = now
                 following = self._leases.popleft()
+            else:
+                return DUE if due else None
         if due:
             self.ring()
         return following

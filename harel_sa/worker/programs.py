@@ -14,7 +14,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from harel_sa.events import Lease
-from harel_sa.worker.batcher import Batcher, batcher
+from harel_sa.worker.batcher import Batcher, batcher, turn
 from harel_sa.worker.exchange import WAIT, Exchange
 from harel_sa.worker.operations import Claim, Done, Nack, Operation
 from harel_sa.worker.runstate import RunState
@@ -51,7 +51,7 @@ def team(
 
 def batching(run: RunState, owner: Batcher) -> list[Routine]:
     """A batching run's routines: the batcher's, then ``concurrency`` slots."""
-    slots = [batching_slot(run, owner.exchange, owner.wake) for _ in range(run.options.concurrency)]
+    slots = [batching_slot(run, owner.exchange, owner) for _ in range(run.options.concurrency)]
     return [batcher(run, owner), *slots]
 
 
@@ -118,10 +118,12 @@ def settle(run: RunState, op: Operation) -> Generator[Action, None, Lease[Any] |
         op = retry
 
 
-def batching_slot(run: RunState, exchange: Exchange, wake: Wake) -> Routine:
+def batching_slot(run: RunState, exchange: Exchange, owner: Batcher) -> Routine:
     """A slot of a batching run: take a lease from the exchange (waiting for a wake-up while
     none waits), handle it, give it back when its handler returned (its ack is the batcher's)
-    and go on with the next; a nack or a dead letter it sends itself. Until the batcher ends."""
+    and go on with the next; a nack or a dead letter it sends itself. When its ack makes the
+    acks due with no lease left for it, it takes the batcher's turn and sends them itself.
+    Until the batcher ends."""
     lease = exchange.take()
     while True:
         while lease == WAIT:
@@ -130,9 +132,14 @@ def batching_slot(run: RunState, exchange: Exchange, wake: Wake) -> Routine:
         if not isinstance(lease, Lease):
             return
         run.handling()
-        serve = Serve(lease, exchange, wake, run)
+        serve = Serve(lease, exchange, owner.wake, run)
         yield serve
-        if serve.after is not None:
+        if serve.due:
+            if owner.take_turn():
+                yield from turn(run, owner)
+            else:  # its holder looks again when it lets go; the bell is for the routine
+                exchange.ring()
+        elif serve.after is not None:
             with run.lock:
                 own = run.leave(serve.lease)
             op = run.decide(serve.lease, serve.after, own)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from harel_sa import settlements, traces
 from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
-from harel_sa.worker.exchange import Exchange
+from harel_sa.worker.exchange import DUE, Exchange
 from harel_sa.worker.operations import Batch, Claim, Done, Operation, Sent
 from harel_sa.worker.outcomes import RETURNED, Outcome, outcome_of
 from harel_sa.worker.wake import QUICK, Wake
@@ -205,13 +205,15 @@ class Serve:
     """A batching slot's handlers: run the handler on ``lease``, give it back to the
     ``exchange`` when it returned, and go on with the next lease it hands on -> ``after``:
     the outcome of the last lease when it was not given back (it raised, or the batcher is
-    done), else ``None``. A run of quick handlers costs one step, not one a message."""
+    done), else ``None``; ``due``: its ack made the acks due with no lease left for the slot.
+    A run of quick handlers costs one step, not one a message."""
 
     lease: Lease[Any]
     exchange: Exchange
     wake: Wake
     run: RunState
     after: Outcome | None = None
+    due: bool = False
 
     def ended(self, outcome: Outcome, seconds: float, now: float) -> bool:
         """The handler of ``lease`` ended with ``outcome`` after ``seconds``: ``True`` when
@@ -226,8 +228,11 @@ class Serve:
         following = self.exchange.give(self.lease, now)
         if following is None:
             return True
-        if isinstance(following, str):  # CLOSED: the ack is the slot's to send
-            self.after = outcome
+        if isinstance(following, str):
+            if following == DUE:
+                self.due = True
+            else:  # CLOSED: the ack is the slot's to send
+                self.after = outcome
             return True
         run.handling()
         self.lease = following

@@ -73,11 +73,12 @@ class Team:
         return sending(next(self.batcher))
 
     def answer(
-        self, send: SendBatch, acked: tuple[bool, ...] = (), *leases: Lease[Event]
+        self, send: SendBatch, acked: tuple[bool, ...] = (), *leases: Lease[Event], slot: int = 0
     ) -> Action | None:
-        """Answer the routine's batch ``send``: its next step (``None``: it ended)."""
+        """Answer the batch ``send`` (the routine's, or slot ``slot``'s): the sender's next
+        step (``None``: it ended)."""
         send.result = Sent(acked, leases)
-        return next(self.batcher, None)
+        return self.step(slot) if slot else next(self.batcher, None)
 
     def finish(self, k: int, outcome: Outcome = RETURNED, seconds: float = 0.0) -> Action | None:
         """Slot ``k``'s handler ends after ``seconds`` (quick unless told): its next step (the
@@ -95,17 +96,15 @@ def sending(step: Action | None) -> SendBatch:
     return step
 
 
-def quick_first_batch(team: Team) -> Action | None:
-    """Leases 1-3 go to the three slots, whose quick handlers end in turn; the first ack rings
-    the routine, which sends the three acks and brings leases 4-6: its next step."""
+def quick_batch_on_slot_3(team: Team) -> Action | None:
+    """Leases 1-3 go to the three slots, whose quick handlers end in turn; slot 3's ack
+    completes the batch, which it sends itself and which brings leases 4-6: its next step."""
     team.answer(team.batch(), (), lease(1), lease(2), lease(3))
     team.drive()
-    team.rang = 0
-    assert all(isinstance(team.finish(k), Take) for k in (1, 2, 3))
-    assert team.rang == 1
-    send = team.batch()
+    assert isinstance(team.finish(1), Take) and isinstance(team.finish(2), Take)
+    send = sending(team.finish(3))
     assert send.batch == Batch((lease(1), lease(2), lease(3)), OPTIONS, 3)
-    return team.answer(send, (True,) * 3, lease(4), lease(5), lease(6))
+    return team.answer(send, (True,) * 3, lease(4), lease(5), lease(6), slot=3)
 
 
 def test_one_claim_many_fills_every_free_slot_and_each_gets_one_lease() -> None:
@@ -120,34 +119,34 @@ def test_one_claim_many_fills_every_free_slot_and_each_gets_one_lease() -> None:
     assert {h.seq for h in team.run.held()} == {1, 2, 3}  # the heartbeat extends them
 
 
-def test_after_quick_handlers_one_slot_takes_the_leases_one_after_the_other() -> None:
+def test_after_quick_handlers_the_slot_that_sends_a_batch_takes_its_leases_alone() -> None:
     team = Team()
-    watch = quick_first_batch(team)
-    assert team.given == 4  # one slot woken for the second batch
+    step = quick_batch_on_slot_3(team)
+    assert team.given == 3  # no slot woken for the second batch
+    watch = next(team.batcher)  # rung to watch instead of its long sleep
     assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(STALL)
-    assert team.drive() == {4: 1}
     team.rang = 0
-    step = team.at[1]
-    for seq in (4, 5, 6):  # slot 1 takes lease after lease, its handlers being quick
+    for seq in (4, 5, 6):  # slot 3 takes lease after lease, its handlers being quick
         assert isinstance(step, Serve) and step.lease.seq == seq
-        step = team.finish(1)
-    assert isinstance(step, Take) and team.rang == 1  # the batch is whole: the routine is rung
-    assert team.batch().batch == Batch((lease(4), lease(5), lease(6)), OPTIONS, 3)
-    assert team.given == 4
+        step = team.finish(3)
+    assert sending(step).batch == Batch((lease(4), lease(5), lease(6)), OPTIONS, 3)
+    assert team.given == 3 and team.rang == 0
 
 
 def test_a_lease_left_waiting_by_a_handler_turned_slow_gets_a_slot_after_stall() -> None:
     team = Team()
-    quick_first_batch(team)
-    assert team.drive() == {4: 1}  # this handler hangs
+    step = quick_batch_on_slot_3(team)
+    assert isinstance(step, Serve) and step.lease.seq == 4  # this handler hangs
+    watch = next(team.batcher)  # the routine looks, and watches the leases waiting
+    assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(STALL)
     team.clock.advance(STALL / 2)
-    again = next(team.batcher)  # the routine watches the leases waiting
+    again = next(team.batcher)
     assert isinstance(again, WaitBell) and again.seconds == pytest.approx(STALL / 2)
     assert team.tokens == 0
     team.clock.advance(STALL / 2)
     next(team.batcher)
     assert team.tokens == 2  # one slot for each lease left: 5 and 6
-    assert team.drive() == {4: 1, 5: 2, 6: 3}
+    assert team.drive() == {4: 3, 5: 1, 6: 2}
 
 
 def test_acks_are_gathered_into_one_batch_counted_only_once_it_committed() -> None:
@@ -158,15 +157,13 @@ def test_acks_are_gathered_into_one_batch_counted_only_once_it_committed() -> No
     assert isinstance(team.finish(1, seconds=SLOW), Take)  # two handlers still hold leases
     wait = next(team.batcher)
     assert isinstance(wait, WaitBell) and wait.seconds == 60.0  # the ack's ack_wait
-    team.rang = 0
     assert isinstance(team.finish(2, seconds=SLOW), Take)
-    assert team.rang == 0  # one handler still holds a lease: not due
-    assert isinstance(team.finish(3, seconds=SLOW), Take)
-    assert team.rang == 1  # nobody holds a lease: no other ack comes
-    send = team.batch()
+    team.rang = 0
+    send = sending(team.finish(3, seconds=SLOW))  # nobody holds a lease: no other ack comes
     assert send.batch == Batch(leases, OPTIONS, 3)  # one commit: three acks, three claims
+    assert team.rang == 0  # the last slot sends it: the routine was not woken for it
     assert team.run.stats().succeeded == 0  # not durable yet: nothing counted
-    team.answer(send, (True, True, True))
+    team.answer(send, (True, True, True), slot=3)
     assert team.run.stats().succeeded == 3
 
 
@@ -176,7 +173,7 @@ def test_an_ack_is_sent_once_it_waited_ack_wait_with_the_claim_for_its_slot() ->
     assert isinstance(team.answer(team.batch(), (), lease(1), lease(2), lease(3)), WaitBell)
     team.drive()
     team.rang = 0
-    assert isinstance(team.finish(1, seconds=0.1), Take)
+    assert isinstance(team.finish(1, seconds=0.1), Take)  # it took the turn: not due yet
     assert team.rang == 1  # the routine, asleep for longer than that ack may wait, is told
     wait = next(team.batcher)
     assert isinstance(wait, WaitBell) and wait.seconds == pytest.approx(0.5)
@@ -189,36 +186,35 @@ def test_with_ack_wait_0_an_ack_is_sent_at_once() -> None:
     team = Team(options)
     team.answer(team.batch(), (), lease(1), lease(2))
     team.drive()
-    team.rang = 0
-    assert isinstance(team.finish(1, seconds=SLOW), Take)
-    assert team.rang == 1
-    send = team.batch()  # the other handler still runs: no waiting
+    send = sending(team.finish(1, seconds=SLOW))  # the other handler still runs: no waiting
     assert send.batch == Batch((lease(1),), options, 1)
 
 
-def test_acks_back_while_a_batch_is_on_its_way_go_in_the_next() -> None:
+def test_while_a_slot_sends_a_batch_the_acks_due_meanwhile_go_next_from_it() -> None:
     options = WorkerOptions(worker_id="w", concurrency=3, batch=3, ack_wait=0.0)
     team = Team(options)
     team.answer(team.batch(), (), lease(1), lease(2), lease(3))
     team.drive()
-    team.finish(1, seconds=SLOW)
-    first = team.batch()
+    first = sending(team.finish(1, seconds=SLOW))
     assert first.batch == Batch((lease(1),), options, 1)
     team.rang = 0
-    assert isinstance(team.finish(2, seconds=SLOW), Take)  # due, but a batch is on its way
-    assert team.rang == 0  # and the routine looks again after it: nobody is rung
-    second = sending(team.answer(first, (True,), lease(4)))
-    assert second.batch == Batch((lease(2),), options, 1)
-    assert isinstance(team.answer(second, (True,), lease(5)), WaitBell)
+    assert isinstance(team.finish(2, seconds=SLOW), Take)  # due, but slot 1 has the turn
+    assert team.rang == 0  # and looks again after its batch: nobody is rung
+    nap = next(team.batcher)
+    assert isinstance(nap, WaitBell) and nap.seconds == STALL
+    second = sending(team.answer(first, (True,), lease(4), slot=1))
+    assert second.batch == Batch((lease(2),), options, 1)  # the holder sends what came
+    assert isinstance(team.answer(second, (True,), lease(5), slot=1), Serve)
     assert team.run.stats().succeeded == 2
 
 
-def test_an_ack_back_before_the_routine_sleeps_is_seen_without_its_bell() -> None:
+def test_whoever_lets_go_of_the_turn_looks_once_more() -> None:
     team = Team(WorkerOptions(worker_id="w", concurrency=2, batch=2, ack_wait=0.0))
     team.answer(team.batch(), (), lease(1), lease(2))
     team.drive()
-    team.finish(1, seconds=SLOW)  # rings, and the exchange is told once
-    assert team.owner.arm() is True  # so the routine, arming again, looks now
+    assert team.owner.take_turn()  # the routine holds it (say, between two looks)
+    assert isinstance(team.finish(1, seconds=SLOW), Take)  # the slot cannot take it
+    assert team.owner.let_go(team.clock()) is True  # so the holder sees the ack on its way
 
 
 def test_a_lost_lease_in_a_batch_is_counted_lost_the_others_acked() -> None:
@@ -227,8 +223,8 @@ def test_a_lost_lease_in_a_batch_is_counted_lost_the_others_acked() -> None:
     team.drive()
     team.finish(1)
     team.finish(2)
-    team.finish(3)
-    team.answer(team.batch(), (True, False, True))
+    send = sending(team.finish(3))
+    team.answer(send, (True, False, True), slot=3)
     stats = team.run.stats()
     assert (stats.succeeded, stats.lost) == (2, 1)
 
@@ -240,10 +236,10 @@ def test_a_stop_releases_the_leases_that_no_slot_had_started() -> None:
     assert isinstance(started, Serve)
     team.run.request_stop()
     assert team.drive() == {1: 1}  # the slots woken find nothing handed out any more
-    assert isinstance(team.finish(1), Take)
-    send = team.batch()  # the ack of the one handled, without a claim: stopping
+    send = sending(team.finish(1))  # the ack of the one handled, without a claim: stopping
     assert send.batch == Batch((started.lease,), OPTIONS, 0)
-    assert team.answer(send, (True,)) is None  # nothing out any more: the routine ends
+    assert isinstance(team.answer(send, (True,), slot=1), Take)
+    assert next(team.batcher, None) is None  # nothing out any more: the routine ends
     team.drive()
     assert all(step is None for step in team.at.values())  # and every slot with it
     supervise = p.supervise(team.run)
@@ -268,19 +264,18 @@ def test_max_messages_caps_every_claim_and_gives_back_what_a_claim_did_not_find(
     team.drive()
     team.finish(1)
     team.finish(2)
-    team.finish(3)
-    send = team.batch()
+    send = sending(team.finish(3))
     assert send.batch == Batch((lease(1), lease(2), lease(3)), OPTIONS, 1)  # 1 left of 4
-    team.answer(send, (True, True, True))  # it found none: the 1 comes back
+    team.answer(send, (True, True, True), slot=3)  # it found none: the 1 comes back
     team.owner.short_until = 0.0  # a message came: the idle poll is over
     again = team.batch()
     assert again.batch == Batch((), OPTIONS, 1)
     team.answer(again, (), lease(4))
     k = team.drive()[4]
-    team.finish(k)
-    last = team.batch()
+    last = sending(team.finish(k))
     assert last.batch == Batch((lease(4),), OPTIONS, 0)  # the budget is spent: no claim
-    assert team.answer(last, (True,)) is None  # nothing more to claim: the routine ends
+    team.answer(last, (True,), slot=k)
+    assert next(team.batcher, None) is None  # nothing more to claim: the routine ends
     assert (team.run.stats().claimed, team.run.stats().succeeded) == (4, 4)
 
 
@@ -288,18 +283,17 @@ def test_a_busy_batch_is_sent_again_and_loses_its_claim_once_stopping() -> None:
     team = Team()
     team.answer(team.batch(), (), lease(1))
     k = team.drive()[1]
-    team.finish(k)
-    send = team.batch()
+    send = sending(team.finish(k))
     send.result = BusyError("database is locked")
-    assert next(team.batcher) == Wait(OPTIONS.poll_interval, wake_on_stop=False)
-    again = team.batch()
+    assert team.step(k) == Wait(OPTIONS.poll_interval, wake_on_stop=False)
+    again = sending(team.step(k))
     assert again.batch == send.batch  # the same batch, again
     again.result = BusyError("database is locked")
-    assert isinstance(next(team.batcher), Wait)
+    assert isinstance(team.step(k), Wait)
     team.run.request_stop()
-    plain = team.batch()
+    plain = sending(team.step(k))
     assert plain.batch == Batch((lease(1),), OPTIONS, 0)
-    team.answer(plain, (True,))
+    team.answer(plain, (True,), slot=k)
     stats = team.run.stats()
     assert (stats.succeeded, stats.lost) == (1, 0)
 
@@ -325,9 +319,9 @@ def test_until_empty_ends_once_a_claim_finds_nothing_and_no_handler_runs() -> No
     team = Team(until_empty=True)
     team.answer(team.batch(), (), lease(1))
     k = team.drive()[1]
-    team.finish(k)
-    send = team.batch()
-    assert team.answer(send, (True,)) is None  # the claim found nothing: the run ends
+    send = sending(team.finish(k))
+    assert isinstance(team.answer(send, (True,), slot=k), Take)  # the claim found nothing
+    assert next(team.batcher, None) is None  # the routine ends the run
     team.drive()
     assert all(step is None for step in team.at.values())  # every slot ended
 
@@ -341,10 +335,9 @@ def test_until_empty_goes_on_while_a_handler_may_free_its_group() -> None:
     assert again.batch == Batch((), OPTIONS, 2)
     idle = team.answer(again, ())  # nothing, but lease 1's group is busy: not the end
     assert isinstance(idle, WaitBell) and idle.idle
-    team.finish(k)
-    fused = team.batch()
+    fused = sending(team.finish(k))
     assert fused.batch == Batch((lease(1),), OPTIONS, 1)  # it frees the group's next
-    team.answer(fused, (True,), lease(2))
+    team.answer(fused, (True,), lease(2), slot=k)
     assert team.run.stats().claimed == 2
 
 
@@ -369,20 +362,22 @@ def test_batch_options_are_checked_once(bad: dict[str, Any]) -> None:
         WorkerOptions(**bad)
 
 
-def test_a_deep_group_goes_lease_after_lease_one_commit_each_on_one_slot() -> None:
+def test_a_deep_group_goes_lease_after_lease_on_one_slot_without_waking_the_routine() -> None:
     team = Team()
     team.answer(team.batch(), (), lease(1))  # one group: one lease of the three asked for
     idle = next(team.batcher)
     assert isinstance(idle, WaitBell) and idle.idle  # it polls for the free slots later
     k = team.drive()[1]
+    team.rang = 0
     for seq in (2, 3, 4):
-        team.finish(k)
-        send = team.batch()  # its ack fused with the next claim
+        send = sending(team.finish(k))  # the slot sends its ack fused with the next claim
         assert send.batch.limit == 1  # during the idle poll: no more leases than it acks
-        wait = team.answer(send, (True,), lease(seq))  # short again: one lease
-        assert team.drive() == {seq: k}  # one slot woken for it: the same
+        step = team.answer(send, (True,), lease(seq), slot=k)  # short again: one lease
+        assert isinstance(step, Serve) and step.lease.seq == seq  # the same slot handles it
+    assert team.rang == 0  # the routine is not woken for the slot's batches
+    assert team.given == 1  # nor another slot: the sender takes its one lease itself
     assert team.run.stats().succeeded == 3
-    # one lease out: no ack can be held back, no watch
+    wait = next(team.batcher)  # one lease out: no ack can be held back, no watch
     assert isinstance(wait, WaitBell) and wait.seconds > STALL
 
 
@@ -409,9 +404,9 @@ def test_a_handler_that_settles_its_own_lease_frees_its_slot_for_the_next_claim(
     k = team.drive()[1]
     team.run.settled_by_handler(lease(1), "acked", 0.0)  # the handler acked it itself
     assert isinstance(team.finish(k), Take)  # nothing for the slot to send
+    assert team.owner.acks == [] and team.owner.out == 0
     team.owner.short_until = 0.0  # past the idle poll
     assert team.batch().batch == Batch((), OPTIONS, 3)  # for all three slots again
-    assert team.owner.acks == [] and team.owner.out == 0
     assert team.run.stats().succeeded == 1
 
 
