@@ -12,6 +12,7 @@ from typing import Any
 import ab
 import batches
 import harel_peer
+import mechanisms
 import one_cpu
 import outbox
 import pg_bench
@@ -256,6 +257,7 @@ REPORTS: dict[str, tuple[Report, Report]] = {
     "upgrade": (lambda w: [], upgrade_locks.section),
     "outbox": (outbox.targets, outbox.section),
     "scheduling": (scheduling.targets, scheduling.section),
+    "mechanisms": (mechanisms.targets, mechanisms.section),
     "ab": (ab.targets, ab.section),
 }
 

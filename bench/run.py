@@ -36,6 +36,7 @@ import ab  # noqa: E402
 import batches  # noqa: E402
 import charts  # noqa: E402
 import harel_peer  # noqa: E402
+import mechanisms  # noqa: E402
 import one_cpu  # noqa: E402
 import outbox  # noqa: E402
 import pg_bench  # noqa: E402
@@ -50,7 +51,7 @@ from common import Config  # noqa: E402
 
 WORKLOADS = (
     "w1", "w2", "w3", "w4", "w5", "w6", "w7", "fast", "batch", "cpu", "harel", "pg", "pooler",
-    "upgrade", "outbox", "scheduling",
+    "upgrade", "outbox", "scheduling", "mechanisms",
 )  # fmt: skip
 #: Run only when asked for (``--only ab``): it needs HAREL_SA_AB_BASE.
 ON_REQUEST = ("ab",)
@@ -177,6 +178,7 @@ def main(argv: list[str]) -> int:
         "upgrade": lambda: upgrade_locks.run(cfg),
         "outbox": lambda: outbox.run(cfg),
         "scheduling": lambda: scheduling.run(cfg),
+        "mechanisms": lambda: mechanisms.run(cfg),
         "ab": lambda: ab.run(cfg),
     }
     results: dict[str, Any] = {}
