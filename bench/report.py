@@ -290,7 +290,7 @@ LOAD = "load average (1 min) at "
 
 
 def _measured_by(r: dict[str, Any], env: dict[str, str]) -> list[list[str]]:
-    """Which run measured each workload's figures last: [workloads, command and when]."""
+    """Which run measured each workload's figures last: [workloads, command and commit]."""
     main = f"{env['command']} at {env['harel_sa']}, {env.get('finished', '?')}"
     latest: dict[str, tuple[str, str]] = {}
     for key, how in env.items():
@@ -306,12 +306,12 @@ def _measured_by(r: dict[str, Any], env: dict[str, str]) -> list[list[str]]:
 
 
 def _short(how: str) -> str:
-    """A run's command and when, as run.py wrote it, without the interpreter, the package's
-    version and the time of day."""
+    """A run's command and commit, as run.py wrote it, without the interpreter, the package's
+    version and the date (results.json has it)."""
     how = re.sub(r"\S*python\S* bench/run\.py", "bench/run.py", how)
     how = re.sub(r" at [\d.]+ at ", " at ", how).replace("(R)", "").replace(" --out bench", "")
     how = re.sub(r" on [^,]*Processor, \d+ cores", "", how)  # the machine: in results.json
-    how = re.sub(r" \d\d:\d\d:\d\d \w+$", "", how)
+    how = re.sub(r", \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \w+$", "", how)
     # The command's own words only: every rerun is run.py's --merge (the column's head says so).
     how = re.sub(r"bench/run\.py ?", "", how).replace(" --merge", "").lstrip("`")
     how = how.replace("`", "").replace("(harel_sa/ has uncommitted changes)", "(uncommitted)")
@@ -358,7 +358,8 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
         "By `bench/run.py` (`--only W --merge`: one workload; `--render`: this file)."
         " Raw figures: [results.json](results.json). A ratio: per repetition, figures"
         f" measured back to back, median (min{DASH}max); within the spread is noise."
-        f" **baseline**: the design's SQL, plain driver. *{BEYOND}*: beside the issue's.",
+        f" **baseline**: the design's SQL, plain driver. *{BEYOND}*: beside the issue's. Real"
+        " files (set up at NORMAL), a throw-away PostgreSQL.",
         "",
         *_run(r, env),
         *_overview(targets(r)),
@@ -367,7 +368,6 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
         if key in r:
             lines += section(r[key])
     lines += findings(r)
-    lines += NOTES
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -384,19 +384,11 @@ def findings(r: dict[str, Any]) -> list[str]:
         )
     if "w3" in r:
         out.append(
-            "- **Fairness.** SQLite's busy handler sleeps while the worker that committed begins"
-            " again: one process takes nearly all (`plain`); `handoff` shares the lock."
+            "- **Fairness.** SQLite's busy handler sleeps while the committer begins again: one"
+            " process takes nearly all (`plain`); `handoff` shares the lock."
         )
     if "pg" in r:
         out.append(pg_bench.says(r["pg"]))
     if "scheduling" in r:
         out.append(scheduling.says(r["scheduling"]))
     return [*out, ""]
-
-
-NOTES = [
-    "## Notes on method",
-    "",
-    "Real files, a throw-away PostgreSQL; setup at NORMAL, measurements at the durability"
-    " each figure names.",
-]
