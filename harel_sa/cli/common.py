@@ -15,12 +15,13 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TextIO, TypeAlias
+from typing import Any, TypeAlias
 
 from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError
 
 from harel_sa import Names, SchemaError, SqliteTransport
+from harel_sa.cli.progress import isatty
 from harel_sa.postgres.connect import Pooler, is_postgresql
 from harel_sa.redact import display
 from harel_sa.revision_state import State
@@ -289,13 +290,6 @@ def confirm(question: str, yes: bool) -> bool:
         answer = sys.stdin.readline() if sys.stdin is not None else ""
     except (OSError, ValueError):
         answer = ""
-    if not (answer.endswith("\n") and _isatty(sys.stdin)):
+    if not (answer.endswith("\n") and isatty(sys.stdin)):
         print(file=sys.stderr)  # the answer was not echoed: end the question's line
     return answer.strip().lower() in ("y", "yes")
-
-
-def _isatty(stream: TextIO | None) -> bool:
-    try:
-        return stream is not None and stream.isatty()
-    except (AttributeError, ValueError):
-        return False

@@ -26,7 +26,7 @@ class ProgressBar:
         every: float = 0.1,
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
-        self.enabled = _isatty(self.stream) if enabled is None else enabled
+        self.enabled = isatty(self.stream) if enabled is None else enabled
         self.total, self.label, self.width, self.every = max(total, 1), label, width, every
         self._start: float | None = None  # the first update: the rate counts from there
         self._drawn = 0.0
@@ -61,8 +61,10 @@ class ProgressBar:
             self._line = 0
 
 
-def _isatty(stream: TextIO) -> bool:
+def isatty(stream: TextIO | None) -> bool:
+    """Whether ``stream`` is a terminal; ``False`` for ``None``, a closed stream or one
+    without ``isatty``."""
     try:
-        return stream.isatty()
+        return stream is not None and stream.isatty()
     except (AttributeError, ValueError):
         return False

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from harel_sa import Stats
 from harel_sa.cli.common import OK, Commands, add_db_options, open_queue, queue_target
 from harel_sa.cli.format import age, utc_time
+from harel_sa.cli.progress import isatty
 
 
 def register(commands: Commands) -> None:
@@ -70,7 +71,7 @@ class Window:
 def cmd_top(args: argparse.Namespace) -> int:
     t = queue_target(args, must_exist=True)
     out = sys.stdout
-    live = not args.plain and _isatty(out)
+    live = not args.plain and isatty(out)
     window = Window(args.window)
     screen = Screen(out, f"{t.shown} (prefix {t.prefix})") if live else None
     shown = 0
@@ -172,10 +173,3 @@ class Screen:
     def close(self) -> None:
         if self._live is not None:
             self._live.stop()
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False

@@ -153,7 +153,7 @@ class AsyncSqliteTransport(AsyncTransport[E]):
         where = driver.where
         try:
             unchecked = await driver.run(
-                lambda raw: startup.run(
+                lambda raw: startup.at_open(
                     raw, o.names, o.busy_timeout, durability, create_schema, where
                 )
             )

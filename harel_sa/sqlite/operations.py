@@ -44,7 +44,7 @@ def schedule(
     """Put ``rows`` in the scheduled table, due at ``due``, in one transaction."""
     with immediate_transaction(conn):
         program = scheduling.schedule(statements.scheduling, clock(), rows, due)
-        scheduling.run(conn, program)
+        scheduling.run_program(conn, program)
 
 
 def publish_keyed(
@@ -62,13 +62,13 @@ def publish_keyed(
         if not replace:
             return scheduling.keep(conn, statements.scheduling, clock(), row, due, key)
         program = scheduling.publish_keyed(statements.scheduling, clock(), row, due, key, replace)
-        return bool(scheduling.run(conn, program))
+        return bool(scheduling.run_program(conn, program))
 
 
 def cancel(conn: sqlite3.Connection, statements: Statements, key: str) -> bool:
     """Delete the waiting message with ``key``; whether there was one."""
     with immediate_transaction(conn):
-        return bool(scheduling.run(conn, scheduling.cancel(statements.scheduling, key)))
+        return bool(scheduling.run_program(conn, scheduling.cancel(statements.scheduling, key)))
 
 
 def claim(

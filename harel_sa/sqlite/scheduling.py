@@ -4,7 +4,8 @@ A scheduled message waits in the scheduled table until a claim finds it due (:fu
 then, in the claim's transaction, every due message goes to its group's tail in due order. A
 keyed publish looks for the waiting message with its key (queued and free, or scheduled) under
 its transaction's write lock, so two publishes of one key never both write. The programs yield
-``named`` statements: the transports run them (:func:`run`), the outbox on the app's connection.
+``named`` statements: the transports run them (:func:`run_program`), the outbox on the app's
+connection.
 """
 
 from __future__ import annotations
@@ -201,7 +202,7 @@ def promote_if_due(conn: sqlite3.Connection, st: SchedulingStatements, now: floa
     return True
 
 
-def run(conn: sqlite3.Connection, program: Program[Compiled, Any]) -> Any:
+def run_program(conn: sqlite3.Connection, program: Program[Compiled, Any]) -> Any:
     """Run ``program`` on ``conn`` (inside the caller's transaction)."""
     try:
         query = next(program)

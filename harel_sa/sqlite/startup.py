@@ -26,7 +26,7 @@ from harel_sa.sqlite.connection import connect_read_only, display, file_of, sqli
 from harel_sa.sqlite.driver import immediate_transaction, storage_errors, translate
 
 
-def run(
+def at_open(
     conn: sqlite3.Connection,
     names: Names,
     busy_timeout: float,

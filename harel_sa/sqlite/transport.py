@@ -57,7 +57,7 @@ class SqliteTransport(Transport[E]):
         self._where = where = self._db.where
         try:
             # Not at head: nothing written, and a SchemaError from each call until it is.
-            self._unchecked = startup.run(
+            self._unchecked = startup.at_open(
                 self._db.raw, options.names, options.busy_timeout, durability, create_schema, where
             )
         except BaseException:
