@@ -21,7 +21,7 @@ from harel_sa.events import Lease
 from harel_sa.worker.exchange import Exchange
 from harel_sa.worker.operations import RETRIED, Batch, Sent
 from harel_sa.worker.runstate import RunState
-from harel_sa.worker.steps import Action, Routine, SendBatch, Wait, WaitBell
+from harel_sa.worker.steps import Action, Perform, Routine, Wait, WaitBell
 from harel_sa.worker.wake import STALL, Wake
 
 POLL = 0.05  # once stopping (or done claiming), how often the batcher looks again
@@ -257,7 +257,7 @@ def send(run: RunState, b: Batcher, batch: Batch, by_slot: bool) -> Generator[Ac
     """Send ``batch`` until it lands or is given up; a busy lock or a lost connection is
     tried again every ``poll_interval``."""
     while True:
-        step = SendBatch(batch)
+        step = Perform(batch)
         started = time.monotonic()
         yield step
         result = step.result

@@ -1,4 +1,4 @@
-"""What a worker's programs ask their driver to do: nine kinds of step, each typed.
+"""What a worker's programs ask their driver to do: eight kinds of step, each typed.
 
 A program (:mod:`~harel_sa.worker.programs`) yields a step; the driver performs it, with
 ``step.sync(driver)`` (threads) or ``await step.aio(driver)`` (tasks), and the step keeps its
@@ -12,13 +12,12 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from harel_sa import settlements, traces
 from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
 from harel_sa.worker.exchange import DUE, Exchange
-from harel_sa.worker.operations import Batch, Claim, Done, Operation, Sent
 from harel_sa.worker.outcomes import RETURNED, Outcome, outcome_of
 from harel_sa.worker.wake import QUICK, Wake
 
@@ -27,10 +26,8 @@ if TYPE_CHECKING:
     from harel_sa.worker.runstate import RunState
 
 R = TypeVar("R", covariant=True)
-
-# What a call or a batch step holds until performed (frozen: one for every step).
-NOT_DONE = Done(False)
-NOT_SENT = Sent((), ())
+T = TypeVar("T")
+_UNSET: Any = None  # a step's result until performed
 
 
 class SyncDriver(Protocol):
@@ -92,33 +89,19 @@ async def perform_async(call: Performs[R], d: AsyncDriver) -> R | HarelSAError:
 
 
 @dataclass(slots=True)
-class Perform:
-    """Perform ``op`` on the transport -> ``result``: what it returned, or the harel_sa error
-    it raised (a busy lock, a closed transport ...)."""
+class Perform(Generic[T]):
+    """Perform ``op`` (a call, or a batch) on the transport -> ``result``: what it returned
+    (:class:`~harel_sa.worker.operations.Done`, a batch's ``Sent``), or the harel_sa error it
+    raised (a busy lock, a closed transport ...). Read ``result`` once performed."""
 
-    op: Claim | Operation
-    result: Done | HarelSAError = NOT_DONE
+    op: Performs[T]
+    result: T | HarelSAError = _UNSET
 
     def sync(self, d: SyncDriver) -> None:
         self.result = perform(self.op, d)
 
     async def aio(self, d: AsyncDriver) -> None:
         self.result = await perform_async(self.op, d)
-
-
-@dataclass(slots=True)
-class SendBatch:
-    """Perform ``batch`` on the transport -> ``result``: what it returned, or the harel_sa
-    error it raised."""
-
-    batch: Batch
-    result: Sent | HarelSAError = NOT_SENT
-
-    def sync(self, d: SyncDriver) -> None:
-        self.result = perform(self.batch, d)
-
-    async def aio(self, d: AsyncDriver) -> None:
-        self.result = await perform_async(self.batch, d)
 
 
 #: Why a sync worker's handler that returned an awaitable fails its message.
@@ -333,5 +316,5 @@ class Abandon:
         await d.abandon()
 
 
-Action = Perform | SendBatch | Handle | Serve | Wait | WaitBell | Take | WaitSlots | Abandon
+Action = Perform[Any] | Handle | Serve | Wait | WaitBell | Take | WaitSlots | Abandon
 Routine = Generator[Action, None, None]

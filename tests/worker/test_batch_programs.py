@@ -15,7 +15,7 @@ from harel_sa.worker.exchange import Exchange
 from harel_sa.worker.operations import Ack, Batch, Done, Nack, Sent
 from harel_sa.worker.outcomes import RETURNED, Outcome, Raised
 from harel_sa.worker.runstate import RunState
-from harel_sa.worker.steps import Action, Perform, Routine, SendBatch, Serve, Take, Wait, WaitBell
+from harel_sa.worker.steps import Action, Perform, Routine, Serve, Take, Wait, WaitBell
 from harel_sa.worker.wake import STALL, Wake
 from tests.conftest import FakeClock
 
@@ -68,12 +68,16 @@ class Team:
             self.step(waiting[0])
         return {s.lease.seq: k for k, s in self.at.items() if isinstance(s, Serve)}
 
-    def batch(self) -> SendBatch:
+    def batch(self) -> Perform[Sent]:
         """The routine's next step: it must be a batch."""
         return sending(next(self.batcher))
 
     def answer(
-        self, send: SendBatch, acked: tuple[bool, ...] = (), *leases: Lease[Event], slot: int = 0
+        self,
+        send: Perform[Sent],
+        acked: tuple[bool, ...] = (),
+        *leases: Lease[Event],
+        slot: int = 0,
     ) -> Action | None:
         """Answer the batch ``send`` (the routine's, or slot ``slot``'s): the sender's next
         step (``None``: it ended)."""
@@ -91,8 +95,8 @@ class Team:
         return self.step(k)
 
 
-def sending(step: Action | None) -> SendBatch:
-    assert isinstance(step, SendBatch), step
+def sending(step: Action | None) -> Perform[Sent]:
+    assert isinstance(step, Perform) and isinstance(step.op, Batch), step
     return step
 
 
@@ -103,7 +107,7 @@ def quick_batch_on_slot_3(team: Team) -> Action | None:
     team.drive()
     assert isinstance(team.finish(1), Take) and isinstance(team.finish(2), Take)
     send = sending(team.finish(3))
-    assert send.batch == Batch((lease(1), lease(2), lease(3)), OPTIONS, 3)
+    assert send.op == Batch((lease(1), lease(2), lease(3)), OPTIONS, 3)
     return team.answer(send, (True,) * 3, lease(4), lease(5), lease(6), slot=3)
 
 
@@ -111,7 +115,7 @@ def test_one_claim_many_fills_every_free_slot_and_each_gets_one_lease() -> None:
     team = Team()
     assert all(isinstance(s, Take) for s in team.at.values())  # all free, waiting
     claim = team.batch()
-    assert claim.batch == Batch((), OPTIONS, 3)  # one claim for the three free slots
+    assert claim.op == Batch((), OPTIONS, 3)  # one claim for the three free slots
     assert isinstance(team.answer(claim, (), lease(1), lease(2), lease(3)), WaitBell)
     assert team.given == 3  # no handler has returned yet: each lease wakes a slot
     assert team.drive() == {1: 1, 2: 2, 3: 3}  # a slow handler holds no other lease back
@@ -129,7 +133,7 @@ def test_after_quick_handlers_the_slot_that_sends_a_batch_takes_its_leases_alone
     for seq in (4, 5, 6):  # slot 3 takes lease after lease, its handlers being quick
         assert isinstance(step, Serve) and step.lease.seq == seq
         step = team.finish(3)
-    assert sending(step).batch == Batch((lease(4), lease(5), lease(6)), OPTIONS, 3)
+    assert sending(step).op == Batch((lease(4), lease(5), lease(6)), OPTIONS, 3)
     assert team.given == 3 and team.rang == 0
 
 
@@ -160,7 +164,7 @@ def test_acks_are_gathered_into_one_batch_counted_only_once_it_committed() -> No
     assert isinstance(team.finish(2, seconds=SLOW), Take)
     team.rang = 0
     send = sending(team.finish(3, seconds=SLOW))  # nobody holds a lease: no other ack comes
-    assert send.batch == Batch(leases, OPTIONS, 3)  # one commit: three acks, three claims
+    assert send.op == Batch(leases, OPTIONS, 3)  # one commit: three acks, three claims
     assert team.rang == 0  # the last slot sends it: the routine was not woken for it
     assert team.run.stats().succeeded == 0  # not durable yet: nothing counted
     team.answer(send, (True, True, True), slot=3)
@@ -178,7 +182,7 @@ def test_an_ack_is_sent_once_it_waited_ack_wait_with_the_claim_for_its_slot() ->
     wait = next(team.batcher)
     assert isinstance(wait, WaitBell) and wait.seconds == pytest.approx(0.5)
     team.clock.advance(0.5)
-    assert team.batch().batch == Batch((lease(1),), options, 1)
+    assert team.batch().op == Batch((lease(1),), options, 1)
 
 
 def test_with_ack_wait_0_an_ack_is_sent_at_once() -> None:
@@ -187,7 +191,7 @@ def test_with_ack_wait_0_an_ack_is_sent_at_once() -> None:
     team.answer(team.batch(), (), lease(1), lease(2))
     team.drive()
     send = sending(team.finish(1, seconds=SLOW))  # the other handler still runs: no waiting
-    assert send.batch == Batch((lease(1),), options, 1)
+    assert send.op == Batch((lease(1),), options, 1)
 
 
 def test_while_a_slot_sends_a_batch_the_acks_due_meanwhile_go_next_from_it() -> None:
@@ -196,14 +200,14 @@ def test_while_a_slot_sends_a_batch_the_acks_due_meanwhile_go_next_from_it() -> 
     team.answer(team.batch(), (), lease(1), lease(2), lease(3))
     team.drive()
     first = sending(team.finish(1, seconds=SLOW))
-    assert first.batch == Batch((lease(1),), options, 1)
+    assert first.op == Batch((lease(1),), options, 1)
     team.rang = 0
     assert isinstance(team.finish(2, seconds=SLOW), Take)  # due, but slot 1 has the turn
     assert team.rang == 0  # and looks again after its batch: nobody is rung
     nap = next(team.batcher)
     assert isinstance(nap, WaitBell) and nap.seconds == STALL
     second = sending(team.answer(first, (True,), lease(4), slot=1))
-    assert second.batch == Batch((lease(2),), options, 1)  # the holder sends what came
+    assert second.op == Batch((lease(2),), options, 1)  # the holder sends what came
     assert isinstance(team.answer(second, (True,), lease(5), slot=1), Serve)
     assert team.run.stats().succeeded == 2
 
@@ -237,7 +241,7 @@ def test_a_stop_releases_the_leases_that_no_slot_had_started() -> None:
     team.run.request_stop()
     assert team.drive() == {1: 1}  # the slots woken find nothing handed out any more
     send = sending(team.finish(1))  # the ack of the one handled, without a claim: stopping
-    assert send.batch == Batch((started.lease,), OPTIONS, 0)
+    assert send.op == Batch((started.lease,), OPTIONS, 0)
     assert isinstance(team.answer(send, (True,), slot=1), Take)
     assert next(team.batcher, None) is None  # nothing out any more: the routine ends
     team.drive()
@@ -259,21 +263,21 @@ def test_a_stop_releases_the_leases_that_no_slot_had_started() -> None:
 def test_max_messages_caps_every_claim_and_gives_back_what_a_claim_did_not_find() -> None:
     team = Team(max_messages=4)
     claim = team.batch()
-    assert claim.batch.limit == 3
+    assert claim.op.limit == 3
     team.answer(claim, (), lease(1), lease(2), lease(3))
     team.drive()
     team.finish(1)
     team.finish(2)
     send = sending(team.finish(3))
-    assert send.batch == Batch((lease(1), lease(2), lease(3)), OPTIONS, 1)  # 1 left of 4
+    assert send.op == Batch((lease(1), lease(2), lease(3)), OPTIONS, 1)  # 1 left of 4
     team.answer(send, (True, True, True), slot=3)  # it found none: the 1 comes back
     team.owner.short_until = 0.0  # a message came: the idle poll is over
     again = team.batch()
-    assert again.batch == Batch((), OPTIONS, 1)
+    assert again.op == Batch((), OPTIONS, 1)
     team.answer(again, (), lease(4))
     k = team.drive()[4]
     last = sending(team.finish(k))
-    assert last.batch == Batch((lease(4),), OPTIONS, 0)  # the budget is spent: no claim
+    assert last.op == Batch((lease(4),), OPTIONS, 0)  # the budget is spent: no claim
     team.answer(last, (True,), slot=k)
     assert next(team.batcher, None) is None  # nothing more to claim: the routine ends
     assert (team.run.stats().claimed, team.run.stats().succeeded) == (4, 4)
@@ -287,12 +291,12 @@ def test_a_busy_batch_is_sent_again_and_loses_its_claim_once_stopping() -> None:
     send.result = BusyError("database is locked")
     assert team.step(k) == Wait(OPTIONS.poll_interval, wake_on_stop=False)
     again = sending(team.step(k))
-    assert again.batch == send.batch  # the same batch, again
+    assert again.op == send.op  # the same batch, again
     again.result = BusyError("database is locked")
     assert isinstance(team.step(k), Wait)
     team.run.request_stop()
     plain = sending(team.step(k))
-    assert plain.batch == Batch((lease(1),), OPTIONS, 0)
+    assert plain.op == Batch((lease(1),), OPTIONS, 0)
     team.answer(plain, (True,), slot=k)
     stats = team.run.stats()
     assert (stats.succeeded, stats.lost) == (1, 0)
@@ -312,7 +316,7 @@ def test_a_nack_is_sent_by_its_slot_and_frees_it_for_the_next_claim() -> None:
     assert isinstance(idle, WaitBell) and idle.idle and 0 < idle.seconds <= OPTIONS.poll_interval
     assert team.run.stats().failed == 1
     team.owner.short_until = 0.0  # a message came: claim at once
-    assert team.batch().batch == Batch((), OPTIONS, 3)  # for every slot: none holds a lease
+    assert team.batch().op == Batch((), OPTIONS, 3)  # for every slot: none holds a lease
 
 
 def test_until_empty_ends_once_a_claim_finds_nothing_and_no_handler_runs() -> None:
@@ -332,11 +336,11 @@ def test_until_empty_goes_on_while_a_handler_may_free_its_group() -> None:
     k = team.drive()[1]
     team.clock.advance(OPTIONS.poll_interval)
     again = team.batch()  # the poll is over: claim for the two free slots
-    assert again.batch == Batch((), OPTIONS, 2)
+    assert again.op == Batch((), OPTIONS, 2)
     idle = team.answer(again, ())  # nothing, but lease 1's group is busy: not the end
     assert isinstance(idle, WaitBell) and idle.idle
     fused = sending(team.finish(k))
-    assert fused.batch == Batch((lease(1),), OPTIONS, 1)  # it frees the group's next
+    assert fused.op == Batch((lease(1),), OPTIONS, 1)  # it frees the group's next
     team.answer(fused, (True,), lease(2), slot=k)
     assert team.run.stats().claimed == 2
 
@@ -371,7 +375,7 @@ def test_a_deep_group_goes_lease_after_lease_on_one_slot_without_waking_the_rout
     team.rang = 0
     for seq in (2, 3, 4):
         send = sending(team.finish(k))  # the slot sends its ack fused with the next claim
-        assert send.batch.limit == 1  # during the idle poll: no more leases than it acks
+        assert send.op.limit == 1  # during the idle poll: no more leases than it acks
         step = team.answer(send, (True,), lease(seq), slot=k)  # short again: one lease
         assert isinstance(step, Serve) and step.lease.seq == seq  # the same slot handles it
     assert team.rang == 0  # the routine is not woken for the slot's batches
@@ -406,7 +410,7 @@ def test_a_handler_that_settles_its_own_lease_frees_its_slot_for_the_next_claim(
     assert isinstance(team.finish(k), Take)  # nothing for the slot to send
     assert team.owner.acks == [] and team.owner.out == 0
     team.owner.short_until = 0.0  # past the idle poll
-    assert team.batch().batch == Batch((), OPTIONS, 3)  # for all three slots again
+    assert team.batch().op == Batch((), OPTIONS, 3)  # for all three slots again
     assert team.run.stats().succeeded == 1
 
 

@@ -1,5 +1,5 @@
 """The steps a driver performs, on a real SQLite queue: a slot's thread or task watches for its
-handlers' settles, and the worker's own calls (``Perform``, ``SendBatch``) are never reported as a
+handlers' settles, and the worker's own calls (``Perform``) are never reported as a
 handler's, whichever way the driver performs them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from harel_sa import AsyncSqliteTransport, Event, Lease, SqliteTransport, settlements
 from harel_sa.worker import WorkerOptions
 from harel_sa.worker.operations import Ack, Batch, Done, Nack, Sent
-from harel_sa.worker.steps import Handle, Perform, SendBatch
+from harel_sa.worker.steps import Handle, Perform
 
 OPTIONS = WorkerOptions(worker_id="w")
 VIS = 30.0
@@ -43,7 +43,7 @@ def test_the_workers_own_calls_are_unwatched_and_a_handlers_settle_is_reported(d
         try:
             ack, batch = (
                 Perform(Ack(first, OPTIONS, fused=False)),
-                SendBatch(Batch((second,), OPTIONS, 0)),
+                Perform(Batch((second,), OPTIONS, 0)),
             )
             nack = Perform(Nack(third, 0.0))
             for step in (ack, batch, nack):
@@ -73,7 +73,7 @@ def test_the_async_steps_do_the_same(db: str) -> None:
             settlements.watch(seen)
             ack, batch = (
                 Perform(Ack(first, OPTIONS, fused=False)),
-                SendBatch(Batch((second,), OPTIONS, 0)),
+                Perform(Batch((second,), OPTIONS, 0)),
             )
             park = Perform(Nack(third, 5.0))
             for step in (ack, batch, park):
