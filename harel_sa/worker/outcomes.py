@@ -1,4 +1,5 @@
-"""What a handler ended with, and what a failure means for its message.
+"""What a handler ended with (:func:`outcome_of_call`, :func:`outcome_of_await`), and what a
+failure means for its message.
 
 :func:`after_failure` is the one rule for a handler that raised: :class:`~harel_sa.DeadLetter`
 buries, :class:`~harel_sa.Retry` nacks with its delay, any other error nacks after the
@@ -9,11 +10,15 @@ counts it.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from harel_sa import traces
 from harel_sa.events import Lease
 from harel_sa.validate import storable
 from harel_sa.worker.control import DeadLetter, Retry
@@ -50,6 +55,66 @@ RETURNED = Returned()
 def outcome_of(error: BaseException) -> Outcome:
     """What a handler's exception means for its message."""
     return Raised(error) if isinstance(error, Exception) else Interrupted(error)
+
+
+#: Why a sync worker's handler that returned an awaitable fails its message.
+NOT_AWAITED = (
+    "the handler returned an awaitable, which Worker never awaits (its work did not run): "
+    "run a coroutine function with AsyncWorker"
+)
+
+
+def outcome_of_call(
+    handler: Callable[[Lease[Any]], object], lease: Lease[Any], prefix: str
+) -> Outcome:
+    """What ``handler(lease)`` ended with, on a thread (in a ``process`` span if traced)."""
+    tracing = traces.active
+    if tracing is None:
+        return _called(handler, lease)
+    with tracing.processing(prefix, lease):
+        return _called(handler, lease)
+
+
+def _called(handler: Callable[[Lease[Any]], object], lease: Lease[Any]) -> Outcome:
+    try:
+        returned = handler(lease)
+        # None first: what most handlers return (spares a quick handler isawaitable's cost)
+        if returned is not None and inspect.isawaitable(returned):  # its work never ran
+            if inspect.iscoroutine(returned):
+                returned.close()
+            raise TypeError(NOT_AWAITED)
+    except BaseException as error:
+        return outcome_of(error)
+    return RETURNED
+
+
+async def outcome_of_await(
+    handler: Callable[[Lease[Any]], object], lease: Lease[Any], prefix: str
+) -> Outcome:
+    """What ``handler(lease)`` ended with, on the loop (in a ``process`` span if traced); the
+    worker's own cancel goes through."""
+    tracing = traces.active
+    if tracing is None:
+        return await _awaited(handler, lease)
+    with tracing.processing(prefix, lease):
+        return await _awaited(handler, lease)
+
+
+async def _awaited(handler: Callable[[Lease[Any]], object], lease: Lease[Any]) -> Outcome:
+    try:
+        returned = handler(lease)
+        # A plain function ran to its end when it returned (on the loop): acked as such,
+        # not failed after its work was done, to be done again at every redelivery.
+        if inspect.isawaitable(returned):
+            await returned
+    except asyncio.CancelledError as error:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # the worker cancels: let it
+            raise
+        return outcome_of(error)  # the handler's own business: a failure
+    except BaseException as error:
+        return outcome_of(error)
+    return RETURNED
 
 
 def log_fields(lease: Lease[Any]) -> dict[str, object]:

@@ -8,17 +8,15 @@ when it resumes. So the programs are written once, and each driver is a loop ove
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from harel_sa import settlements, traces
+from harel_sa import settlements
 from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
 from harel_sa.worker.exchange import DUE, Exchange
-from harel_sa.worker.outcomes import RETURNED, Outcome, outcome_of
+from harel_sa.worker.outcomes import RETURNED, Outcome, outcome_of_await, outcome_of_call
 from harel_sa.worker.wake import QUICK, Wake
 
 if TYPE_CHECKING:
@@ -102,66 +100,6 @@ class Perform(Generic[T]):
 
     async def aio(self, d: AsyncDriver) -> None:
         self.result = await perform_async(self.op, d)
-
-
-#: Why a sync worker's handler that returned an awaitable fails its message.
-NOT_AWAITED = (
-    "the handler returned an awaitable, which Worker never awaits (its work did not run): "
-    "run a coroutine function with AsyncWorker"
-)
-
-
-def outcome_of_call(
-    handler: Callable[[Lease[Any]], object], lease: Lease[Any], prefix: str
-) -> Outcome:
-    """What ``handler(lease)`` ended with, on a thread (in a ``process`` span if traced)."""
-    tracing = traces.active
-    if tracing is None:
-        return _called(handler, lease)
-    with tracing.processing(prefix, lease):
-        return _called(handler, lease)
-
-
-def _called(handler: Callable[[Lease[Any]], object], lease: Lease[Any]) -> Outcome:
-    try:
-        returned = handler(lease)
-        # None first: what most handlers return (spares a quick handler isawaitable's cost)
-        if returned is not None and inspect.isawaitable(returned):  # its work never ran
-            if inspect.iscoroutine(returned):
-                returned.close()
-            raise TypeError(NOT_AWAITED)
-    except BaseException as error:
-        return outcome_of(error)
-    return RETURNED
-
-
-async def outcome_of_await(
-    handler: Callable[[Lease[Any]], object], lease: Lease[Any], prefix: str
-) -> Outcome:
-    """What ``handler(lease)`` ended with, on the loop (in a ``process`` span if traced); the
-    worker's own cancel goes through."""
-    tracing = traces.active
-    if tracing is None:
-        return await _awaited(handler, lease)
-    with tracing.processing(prefix, lease):
-        return await _awaited(handler, lease)
-
-
-async def _awaited(handler: Callable[[Lease[Any]], object], lease: Lease[Any]) -> Outcome:
-    try:
-        returned = handler(lease)
-        # A plain function ran to its end when it returned (on the loop): acked as such,
-        # not failed after its work was done, to be done again at every redelivery.
-        if inspect.isawaitable(returned):
-            await returned
-    except asyncio.CancelledError as error:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():  # the worker cancels: let it
-            raise
-        return outcome_of(error)  # the handler's own business: a failure
-    except BaseException as error:
-        return outcome_of(error)
-    return RETURNED
 
 
 @dataclass(slots=True)
