@@ -1,4 +1,4 @@
-"""A batching run's batcher: the one owner of its batch state, and its routine.
+"""A batching run's batcher: the one owner of its batch state (its routine: ``programs``).
 
 It claims up to ``batch`` leases for the free slots (``claim_many``) into the
 :class:`~harel_sa.worker.exchange.Exchange`, collects the acks the slots give back, and sends
@@ -12,17 +12,15 @@ the acks due with no lease left for it, which sends them itself rather than wake
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import Any
 
-from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
 from harel_sa.worker.exchange import Exchange
-from harel_sa.worker.operations import RETRIED, Batch, Sent
+from harel_sa.worker.operations import Batch, Sent
 from harel_sa.worker.runstate import RunState
-from harel_sa.worker.steps import Action, Perform, Routine, Wait, WaitBell
-from harel_sa.worker.wake import STALL, Wake
+from harel_sa.worker.steps import WaitBell
+from harel_sa.worker.wake import Wake
 
 POLL = 0.05  # once stopping (or done claiming), how often the batcher looks again
 LONG = 1.0  # its longest sleep: a guard (every change it waits for rings it)
@@ -131,31 +129,6 @@ class Batcher:
             self.out += len(sent.leases)
             self._rouse(self.wake.on_put(ex.put(sent.leases), ex.woken + by_slot, busy))
 
-    def failed(self, batch: Batch, error: HarelSAError) -> bool:
-        """``batch`` raised ``error``: send it again after ``poll_interval``? For a busy write
-        lock and a lost connection, as a single settle; else its acks count as lost (their
-        leases lapse) and its claim is given back."""
-        self.run.failed(batch.name, error)
-        if isinstance(error, RETRIED) and not self.run.done:
-            return True
-        self.dropped(batch)
-        return False
-
-    def again(self, batch: Batch) -> Batch | None:
-        """After the pause: the batch to send again (without its claim once stopping), or
-        ``None`` (nothing left to send, or the run is over: its acks are lost)."""
-        if self.run.done:
-            self.dropped(batch)
-            return None
-        if batch.limit and self.run.stopping:
-            self.run.unreserve(batch.limit)
-            return Batch(batch.leases, batch.options, 0) if batch.leases else None
-        return batch
-
-    def dropped(self, batch: Batch) -> None:
-        """``batch`` will not be sent: its acks are lost, its claim given back."""
-        self.run.landed(batch.leases, (False,) * len(batch.leases), batch.name, (), batch.limit)
-
     def wake_by(self, now: float, taking: int = 0) -> float:
         """When the batcher's routine must look again at the latest: the oldest ack's
         ``ack_wait``, the idle poll's end, its watch, or a guard."""
@@ -208,69 +181,6 @@ class Batcher:
     def _wake(self, slots: int) -> None:
         if slots:
             self.on_wake(slots)
-
-
-def batcher(run: RunState, b: Batcher) -> Routine:
-    """The batcher's routine: take the turn when rung or at a timer, send what is due, sleep;
-    until the run no longer claims and nothing is out, or the grace is over."""
-    while True:
-        if not b.take_turn():
-            # Its holder, a slot sending a batch, looks again when it lets go, and rings for
-            # a timer sooner than this nap's end.
-            b.asleep_until = b.exchange.clock() + STALL
-            yield WaitBell(STALL)
-            continue
-        yield from sends(run, b, by_slot=False)
-        now = b.exchange.clock()
-        bell = None if run.done else b.sleep(now)
-        if bell is None:
-            b.close()
-            return
-        if b.let_go(now):
-            continue
-        yield bell
-        if bell.heard:
-            b.short_until = 0.0
-
-
-def turn(run: RunState, b: Batcher) -> Generator[Action, None, None]:
-    """A slot's turn (taken): send the acks due, let go, and again should more come due."""
-    while True:
-        yield from sends(run, b, by_slot=True)
-        if not b.let_go(b.exchange.clock(), taking=1) or not b.take_turn():
-            return
-
-
-def sends(run: RunState, b: Batcher, by_slot: bool) -> Generator[Action, None, None]:
-    """The turn's work: collect what came back, send the batches due."""
-    while True:
-        b.collect()
-        if run.done:
-            return
-        batch = b.next_batch(b.exchange.clock())
-        if batch is None:
-            return
-        yield from send(run, b, batch, by_slot)
-
-
-def send(run: RunState, b: Batcher, batch: Batch, by_slot: bool) -> Generator[Action, None, None]:
-    """Send ``batch`` until it lands or is given up; a busy lock or a lost connection is
-    tried again every ``poll_interval``."""
-    while True:
-        step = Perform(batch)
-        started = time.monotonic()
-        yield step
-        result = step.result
-        if isinstance(result, Sent):
-            b.landed(batch, result, time.monotonic() - started, by_slot)
-            return
-        if not b.failed(batch, result):
-            return
-        yield Wait(run.options.poll_interval, wake_on_stop=not batch.leases)
-        retry = b.again(batch)
-        if retry is None:
-            return
-        batch = retry
 
 
 def _ignore(slots: int) -> None:

@@ -3,7 +3,9 @@
 An operation is decided once (by :class:`~harel_sa.worker.runstate.RunState`), performed by
 a driver: ``op.on(transport)`` on a sync transport, ``await op.on_async(transport)`` on an
 async one (:data:`WorkerTransport`, :data:`AsyncWorkerTransport`). Both forms make the same
-call; every result is a :class:`Done`. Only the public API of the transports is used.
+call; a result is a :class:`Done` (a batch's, :class:`Sent`). A settle (:data:`Settle`) also
+says the leases it settles, the claims it makes, and itself without them for a retry once
+stopping. Only the public API of the transports is used.
 """
 
 from __future__ import annotations
@@ -66,6 +68,17 @@ class Ack:
     def name(self) -> str:
         return "AckAndClaim" if self.fused else "Ack"
 
+    @property
+    def leases(self) -> tuple[Lease[Any], ...]:
+        return (self.lease,)
+
+    @property
+    def claims(self) -> int:
+        return int(self.fused)
+
+    def without_claim(self) -> Ack:
+        return Ack(self.lease, self.options, fused=False)
+
     def on(self, t: WorkerTransport) -> Done:
         if self.fused:
             return Done(*t.ack_and_claim(self.lease, **self.options.claim_args()))
@@ -85,6 +98,14 @@ class Nack:
     delay: float
     release: bool = False
     name = "Nack"
+    claims = 0
+
+    @property
+    def leases(self) -> tuple[Lease[Any], ...]:
+        return (self.lease,)
+
+    def without_claim(self) -> Nack:
+        return self
 
     def on(self, t: WorkerTransport) -> Done:
         return Done(t.nack(self.lease, self.delay))
@@ -100,6 +121,14 @@ class Bury:
     lease: Lease[Any]
     reason: str
     name = "DeadLetter"
+    claims = 0
+
+    @property
+    def leases(self) -> tuple[Lease[Any], ...]:
+        return (self.lease,)
+
+    def without_claim(self) -> Bury:
+        return self
 
     def on(self, t: WorkerTransport) -> Done:
         return Done(t.dead_letter(self.lease, self.reason))
@@ -135,6 +164,14 @@ class Batch:
             return "ClaimMany"
         return "AckManyAndClaimMany" if self.limit else "AckMany"
 
+    @property
+    def claims(self) -> int:
+        return self.limit
+
+    def without_claim(self) -> Batch | None:
+        """The acks alone (``None``: there are none)."""
+        return Batch(self.leases, self.options, 0) if self.leases else None
+
     def on(self, t: WorkerTransport) -> Sent:
         args = self.options.claim_args()
         if not self.leases:
@@ -152,3 +189,8 @@ class Batch:
             return Sent(tuple(await t.ack_many(self.leases)), ())
         acked, claimed = await t.ack_many_and_claim_many(self.leases, limit=self.limit, **args)
         return Sent(tuple(acked), tuple(claimed))
+
+
+#: What is sent again after a busy lock or a lost connection (fenced by tokens: a settle sent
+#: twice acts once).
+Settle = Ack | Nack | Bury | Batch

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar, cast
 
+from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
-from harel_sa.worker.batcher import Batcher, batcher, turn
+from harel_sa.worker.batcher import Batcher
 from harel_sa.worker.exchange import WAIT, Exchange
-from harel_sa.worker.operations import Claim, Done, Nack, Operation
+from harel_sa.worker.operations import Claim, Done, Nack, Operation, Settle
 from harel_sa.worker.runstate import RunState
 from harel_sa.worker.steps import (
     Abandon,
@@ -27,11 +29,14 @@ from harel_sa.worker.steps import (
     Serve,
     Take,
     Wait,
+    WaitBell,
     WaitSlots,
 )
-from harel_sa.worker.wake import Wake
+from harel_sa.worker.wake import STALL, Wake
 
 POLL = 0.05  # how often the supervisor looks at the slots and the grace
+S = TypeVar("S", bound=Settle)
+T = TypeVar("T")
 TAKE = Take()  # no state: one for every wait of every slot
 
 
@@ -99,23 +104,32 @@ def handle(run: RunState, lease: Lease[Any]) -> Generator[Action, None, Operatio
 
 
 def settle(run: RunState, op: Operation) -> Generator[Action, None, Lease[Any] | None]:
-    """Perform ``op``; while the write lock stays busy or the connection is lost, try again
-    every ``poll_interval``. The next lease when ``op`` was an ack fused with a claim that
+    """Send ``op`` (:func:`sent`): the next lease when it was an ack fused with a claim that
     found one."""
+    return (yield from sent(run, op, run.settled))
+
+
+def sent(
+    run: RunState, op: S, landed: Callable[[S, Any, float], T]
+) -> Generator[Action, None, T | None]:
+    """Perform ``op`` (a settle or a batch) until it lands, then ``landed(op, result,
+    seconds)``; while the write lock stays busy or the connection is lost, try again every
+    ``poll_interval`` (once stopping, without its claim); ``None`` when given up."""
     while True:
-        call = Perform(op)
+        call: Perform[Any] = Perform(op)
         started = time.monotonic()
         yield call
         result = call.result
-        if isinstance(result, Done):
-            return run.settled(op, result, time.monotonic() - started)
+        if not isinstance(result, HarelSAError):
+            return landed(op, result, time.monotonic() - started)
         if not run.may_retry(op, result):
             return None
-        yield Wait(run.options.poll_interval, wake_on_stop=False)
+        # A claim alone (no lease to settle) is not worth a wait past a stop.
+        yield Wait(run.options.poll_interval, wake_on_stop=not op.leases)
         retry = run.again(op)
         if retry is None:
             return None
-        op = retry
+        op = cast(S, retry)
 
 
 def batching_slot(run: RunState, exchange: Exchange, owner: Batcher) -> Routine:
@@ -147,6 +161,49 @@ def batching_slot(run: RunState, exchange: Exchange, owner: Batcher) -> Routine:
                 yield from settle(run, op)
             exchange.freed()
         lease = exchange.take()
+
+
+def batcher(run: RunState, b: Batcher) -> Routine:
+    """The batcher's routine: take the turn when rung or at a timer, send what is due, sleep;
+    until the run no longer claims and nothing is out, or the grace is over."""
+    while True:
+        if not b.take_turn():
+            # Its holder, a slot sending a batch, looks again when it lets go, and rings for
+            # a timer sooner than this nap's end.
+            b.asleep_until = b.exchange.clock() + STALL
+            yield WaitBell(STALL)
+            continue
+        yield from sends(run, b, by_slot=False)
+        now = b.exchange.clock()
+        bell = None if run.done else b.sleep(now)
+        if bell is None:
+            b.close()
+            return
+        if b.let_go(now):
+            continue
+        yield bell
+        if bell.heard:
+            b.short_until = 0.0
+
+
+def turn(run: RunState, b: Batcher) -> Generator[Action, None, None]:
+    """A slot's turn (taken): send the acks due, let go, and again should more come due."""
+    while True:
+        yield from sends(run, b, by_slot=True)
+        if not b.let_go(b.exchange.clock(), taking=1) or not b.take_turn():
+            return
+
+
+def sends(run: RunState, b: Batcher, by_slot: bool) -> Generator[Action, None, None]:
+    """The turn's work: collect what came back, send the batches due."""
+    while True:
+        b.collect()
+        if run.done:
+            return
+        batch = b.next_batch(b.exchange.clock())
+        if batch is None:
+            return
+        yield from sent(run, batch, partial(b.landed, by_slot=by_slot))
 
 
 def supervise(run: RunState) -> Routine:

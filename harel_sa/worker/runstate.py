@@ -28,7 +28,7 @@ from harel_sa.errors import (
 from harel_sa.events import Lease
 from harel_sa.settlements import How
 from harel_sa.worker.observe import Observer
-from harel_sa.worker.operations import RETRIED, Ack, Bury, Done, Nack, Operation
+from harel_sa.worker.operations import RETRIED, Ack, Bury, Done, Nack, Operation, Settle
 from harel_sa.worker.options import WorkerOptions
 from harel_sa.worker.outcomes import Interrupted, Outcome, Returned, after_failure, log_fields
 
@@ -397,28 +397,33 @@ class RunState:
                     extra=log_fields(lease),
                 )
 
-    def may_retry(self, op: Operation, error: HarelSAError) -> bool:
-        """``op`` raised ``error``: try it again after ``poll_interval``? For a busy write lock
-        (the lease is not given up for a busy moment) and for a connection lost mid-call
-        (fenced by its token, a settle is safe to send again: had the first one committed,
-        the second finds the lease gone and returns ``False``; the pool reconnects meanwhile);
-        else the lease counts as lost (it lapses by itself)."""
+    def may_retry(self, op: Settle, error: HarelSAError) -> bool:
+        """``op`` (a settle or a batch) raised ``error``: send it again after ``poll_interval``?
+        For a busy write lock (the lease is not given up for a busy moment) and for a
+        connection lost mid-call (fenced by its token, a settle is safe to send again: had the
+        first one committed, the second finds the lease gone and returns ``False``; the pool
+        reconnects meanwhile); else it is :meth:`dropped`."""
         self.failed(op.name, error)
         if isinstance(error, RETRIED) and not self.done:
             return True
-        self._note_lost(op.lease, op.name)
+        self.dropped(op)
         return False
 
-    def again(self, op: Operation) -> Operation | None:
-        """After the pause: the operation to retry (an ack fused with a claim no longer claims
-        once stopping), or ``None`` when the run is over meanwhile (the lease is lost)."""
+    def again(self, op: Settle) -> Settle | None:
+        """After the pause: what to send again (without its claim once stopping), or ``None``
+        (nothing left to send, or the run is over meanwhile: :meth:`dropped`)."""
         if self.done:
-            self._note_lost(op.lease, op.name)
+            self.dropped(op)
             return None
-        if isinstance(op, Ack) and op.fused and self.stopping:
-            self.unreserve()
-            return Ack(op.lease, self.options, fused=False)
+        if op.claims and self.stopping:
+            self.unreserve(op.claims)
+            return op.without_claim()
         return op
+
+    def dropped(self, op: Settle) -> None:
+        """``op`` will not be sent: its leases count as lost (they lapse), its claims are
+        given back."""
+        self.landed(op.leases, (False,) * len(op.leases), op.name, (), op.claims)
 
     # -- the heartbeat ---------------------------------------------------------------------
     def held(self) -> list[Lease[Any]]:

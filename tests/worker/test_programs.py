@@ -145,6 +145,17 @@ def test_a_settle_that_fails_for_another_reason_counts_the_lease_lost() -> None:
     assert run.stats().lost == 1
 
 
+def test_a_fused_ack_given_up_gives_back_its_claim_to_max_messages() -> None:
+    run, first = new_run(max_messages=2), lease(1)
+    program = p.slot(run)
+    ack = handled(program, claimed(program, first))
+    assert ack.op == Ack(first, OPTIONS, fused=True)  # the second of two reserved
+    ack.result = StorageFullError("disk full")
+    step = call(next(program))  # its claim never happened: one is left to claim
+    assert isinstance(step.op, Claim)
+    assert run.stats().lost == 1
+
+
 def test_a_failure_is_nacked_with_the_backoff_of_its_delivery() -> None:
     run, taken = new_run(), lease(1, deliveries=2)
     program = p.slot(run)
