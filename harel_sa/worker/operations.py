@@ -11,7 +11,7 @@ stopping. Only the public API of the transports is used.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Self, TypeAlias
 
 from harel_sa.errors import BusyError, ConnectionLostError
 from harel_sa.events import Lease
@@ -56,8 +56,26 @@ class Claim:
         return Done(True, await t.claim(**self.options.claim_args()))
 
 
+class OneLease:
+    """A settle of one lease, with no claim (an :class:`Ack` may add one)."""
+
+    __slots__ = ()
+    lease: Lease[Any]
+
+    @property
+    def leases(self) -> tuple[Lease[Any], ...]:
+        return (self.lease,)
+
+    @property
+    def claims(self) -> int:
+        return 0
+
+    def without_claim(self) -> Self:
+        return self
+
+
 @dataclass(frozen=True, slots=True)
-class Ack:
+class Ack(OneLease):
     """Ack ``lease``; ``fused``: and claim the next message in the same transaction."""
 
     lease: Lease[Any]
@@ -67,10 +85,6 @@ class Ack:
     @property
     def name(self) -> str:
         return "AckAndClaim" if self.fused else "Ack"
-
-    @property
-    def leases(self) -> tuple[Lease[Any], ...]:
-        return (self.lease,)
 
     @property
     def claims(self) -> int:
@@ -91,21 +105,13 @@ class Ack:
 
 
 @dataclass(frozen=True, slots=True)
-class Nack:
+class Nack(OneLease):
     """Give ``lease`` back after ``delay`` seconds (``release``: at the end, ``nack(0)``)."""
 
     lease: Lease[Any]
     delay: float
     release: bool = False
     name = "Nack"
-    claims = 0
-
-    @property
-    def leases(self) -> tuple[Lease[Any], ...]:
-        return (self.lease,)
-
-    def without_claim(self) -> Nack:
-        return self
 
     def on(self, t: WorkerTransport) -> Done:
         return Done(t.nack(self.lease, self.delay))
@@ -115,20 +121,12 @@ class Nack:
 
 
 @dataclass(frozen=True, slots=True)
-class Bury:
+class Bury(OneLease):
     """Move ``lease``'s message to the dead table with ``reason``."""
 
     lease: Lease[Any]
     reason: str
     name = "DeadLetter"
-    claims = 0
-
-    @property
-    def leases(self) -> tuple[Lease[Any], ...]:
-        return (self.lease,)
-
-    def without_claim(self) -> Bury:
-        return self
 
     def on(self, t: WorkerTransport) -> Done:
         return Done(t.dead_letter(self.lease, self.reason))
