@@ -3,9 +3,9 @@
 Each handler slot is a task on the running loop performing its program's steps with awaited
 calls on an :class:`~harel_sa.AsyncSqliteTransport` or an
 :class:`~harel_sa.AsyncPostgresTransport`; ``run`` performs the supervisor's steps
-and handles the signals through the loop. The heartbeat is a thread with a sync twin of the
-transport (:mod:`~harel_sa.worker.heartbeat`), so a handler that blocks the loop does not stop
-it from keeping the leases alive; so is the ticker.
+and handles the signals through the loop. The heartbeat and the ticker are threads calling a
+sync twin of the transport (:mod:`~harel_sa.worker.heartbeat`), so a handler that blocks the
+loop does not stop them from keeping the leases alive and the schedules on time.
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ class AsyncWorker(Generic[E]):
         run.on_stop = lambda: _both(self._wake.set, on_stop)
         self._run = run
         twin = self._twin()
-        calls = twin or ThroughLoop(self.transport, loop)  # the beside threads' transport
+        # What the heartbeat's and the ticker's threads call.
+        calls = twin if twin is not None else ThroughLoop(self.transport, loop)
         visibility = self.options.visibility
         beat = Heartbeat(
             run,
