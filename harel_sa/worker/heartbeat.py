@@ -72,11 +72,10 @@ class Heartbeat:
         self._thread.start()
 
     def stop(self) -> None:
-        """Ask the thread to end (it does after the extend in progress, if any)."""
+        """Ask the thread to end (after the extend in progress, if any), and wait for it."""
         self._stopped.set()
-
-    def join(self) -> None:
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
     def _beat(self) -> None:
         period = self.run.options.heartbeat_period

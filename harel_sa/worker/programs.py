@@ -154,9 +154,7 @@ def batching_slot(run: RunState, exchange: Exchange, owner: Batcher) -> Routine:
             else:  # its holder looks again when it lets go; the bell is for the routine
                 exchange.ring()
         elif serve.after is not None:
-            with run.lock:
-                own = run.leave(serve.lease)
-            op = run.decide(serve.lease, serve.after, own)
+            op = run.plan(serve.lease, serve.after, None)  # Serve told its time
             if op is not None:
                 yield from settle(run, op)
             exchange.freed()

@@ -188,12 +188,7 @@ class RunState:
     # -- claiming --------------------------------------------------------------------------
     def reserve(self) -> bool:
         """May a slot claim (again)? Takes one from ``max_messages`` if set."""
-        with self.lock:
-            if self.stopping or self.done or self._budget == 0:
-                return False
-            if self._budget is not None:
-                self._budget -= 1
-            return True
+        return self.reserve_many(1) == 1
 
     def reserve_many(self, wanted: int) -> int:
         """How many of ``wanted`` leases a batch may claim: all of them, or what is left of
@@ -234,7 +229,7 @@ class RunState:
 
     # -- the handler -----------------------------------------------------------------------
     def handling(self) -> None:
-        """A slot hands its lease to the handler (:meth:`leave` takes it back)."""
+        """A slot hands its lease to the handler (:meth:`plan` takes it back)."""
         with self.lock:
             self.in_handlers += 1
 
@@ -244,19 +239,32 @@ class RunState:
             if self._held.pop(lease.token, None) is not None:
                 self._by_handler[lease.token] = (how, delay)
 
-    def plan(self, lease: Lease[Any], outcome: Outcome, seconds: float) -> Operation | None:
-        """The handler of ``lease`` ended with ``outcome`` after ``seconds``: what to do with
-        the message (``None``: nothing, the handler settled it itself).
+    def plan(self, lease: Lease[Any], outcome: Outcome, seconds: float | None) -> Operation | None:
+        """The handler of ``lease`` ended with ``outcome`` after ``seconds`` (``None``: told
+        already): what to do with the message (``None``: nothing, the handler settled it).
 
         The lease leaves the held set *before* the ack or nack, so a heartbeat racing it
         cannot mistake the settled lease for a lost one.
         """
         with self.lock:
-            own = self.leave(lease)
-        self.handler_took(seconds)
-        return self.decide(lease, outcome, own)
+            own = self._leave(lease)
+        if seconds is not None:
+            self.handler_took(seconds)
+        if own is not None:
+            self._settled_by_handler(lease, *own)
+            return None
+        if isinstance(outcome, Returned):  # a batching run claims in batches, never fused
+            return Ack(lease, self.options, fused=not self.options.batching and self.reserve())
+        if isinstance(outcome, Interrupted):
+            self._keep_fatal(outcome.error)
+            self.request_stop(f"handler raised {type(outcome.error).__name__} on {lease.group_id}")
+            return Nack(lease, 0.0, release=True)
+        op, counted = after_failure(lease, outcome.error, self.options)
+        if counted:
+            self._count(counted)
+        return op
 
-    def leave(self, lease: Lease[Any]) -> tuple[How, float] | None:
+    def _leave(self, lease: Lease[Any]) -> tuple[How, float] | None:
         """Under the lock: the handler of ``lease`` is over; the lease is no longer held.
         What the handler did to it itself, if anything."""
         self.in_handlers -= 1
@@ -272,7 +280,7 @@ class RunState:
         own: list[tuple[Lease[Any], tuple[How, float]]] = []
         with self.lock:
             for lease in leases:
-                settled = self.leave(lease)
+                settled = self._leave(lease)
                 if settled is None:
                     kept.append(lease)
                 else:
@@ -285,24 +293,6 @@ class RunState:
         if self.timing:
             self._observer.handler_duration(seconds)
 
-    def decide(
-        self, lease: Lease[Any], outcome: Outcome, own: tuple[How, float] | None
-    ) -> Operation | None:
-        """:meth:`plan`'s decision, once the lease left the held set (``own``: what
-        :meth:`leave` returned)."""
-        if own is not None:
-            self._settled_by_handler(lease, *own)
-            return None
-        if isinstance(outcome, Returned):  # a batching run claims in batches, never fused
-            return Ack(lease, self.options, fused=not self.options.batching and self.reserve())
-        if isinstance(outcome, Interrupted):
-            self._interrupt(lease, outcome.error)
-            return Nack(lease, 0.0, release=True)
-        op, counted = after_failure(lease, outcome.error, self.options)
-        if counted:
-            self._count(counted)
-        return op
-
     def _settled_by_handler(self, lease: Lease[Any], how: How, delay: float) -> None:
         what = {"acked": "succeeded", "nacked": "retried", "dead_lettered": "dead_lettered"}
         self._count(what[how])
@@ -313,12 +303,6 @@ class RunState:
             lease.seq,
             extra=log_fields(lease),
         )
-
-    def _interrupt(self, lease: Lease[Any], error: BaseException) -> None:
-        with self.lock:
-            if self.fatal is None:
-                self.fatal = error
-        self.request_stop(f"handler raised {type(error).__name__} on {lease.group_id}")
 
     # -- settling --------------------------------------------------------------------------
     def settled(self, op: Operation, done: Done, seconds: float) -> Lease[Any] | None:
@@ -447,9 +431,7 @@ class RunState:
             return
         log.warning("%s failed: %s", what, error)
         if isinstance(error, SchemaError):
-            with self.lock:
-                if self.fatal is None:
-                    self.fatal = error
+            self._keep_fatal(error)
             self.request_stop("the schema is not at head")
         elif isinstance(error, InvalidArgumentError):
             self.crashed(error)
@@ -462,6 +444,12 @@ class RunState:
         log.error("worker %s: %r; stopping", self.options.worker_id, error, exc_info=error)
         if not self.stopping:
             self.request_stop("unexpected error")
+
+    def _keep_fatal(self, error: BaseException) -> None:
+        """``run()`` raises ``error`` once over (the first such error of the run wins)."""
+        with self.lock:
+            if self.fatal is None:
+                self.fatal = error
 
     def _note_lost(self, lease: Lease[Any], what: str) -> None:
         with self.lock:

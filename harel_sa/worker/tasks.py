@@ -113,8 +113,7 @@ class AsyncWorker(Generic[E]):
             self._finished.set()
             if ticker is not None:
                 await asyncio.to_thread(ticker.stop)
-            beat.stop()
-            await asyncio.to_thread(beat.join)
+            await asyncio.to_thread(beat.stop)
             if twin is not None:
                 twin.close()
             self._run = None

@@ -107,7 +107,6 @@ class Worker(Generic[E]):
             if ticker is not None:
                 ticker.stop()
             beat.stop()
-            beat.join()
             self._run = None
         if run.fatal is not None:
             raise run.fatal

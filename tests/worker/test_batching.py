@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from harel_sa import AsyncSqliteTransport, Event, SqliteTransport
+from harel_sa.worker import Backoff, Observer
 from tests.worker.conftest import HANG, Behaviour, Running, wait_until
 
 Start = Callable[..., Running]
@@ -223,3 +224,25 @@ def test_a_handler_turned_slow_after_quick_ones_holds_no_lease_of_its_batch_back
         release.set()
     stats = running.join()
     assert stats.claimed == stats.succeeded == 12
+
+
+def test_a_batching_run_times_each_handler_once_failures_included(start: Start, db: str) -> None:
+    class Times(Observer):
+        def __init__(self) -> None:
+            self.seen: list[float] = []
+
+        def handler_duration(self, seconds: float) -> None:
+            self.seen.append(seconds)
+
+    publish(db, *(f"g{k}" for k in range(6)))
+    times, behaviour = Times(), Behaviour(fail_first=2)
+    stats = start(
+        behaviour,
+        run={"until_empty": True},
+        batch=4,
+        concurrency=4,
+        observer=times,
+        backoff=Backoff(base=0.0, jitter=0.0),
+    ).join()
+    assert (stats.failed, stats.succeeded) == (2, 6)
+    assert len(times.seen) == len(behaviour.calls) == 8  # six returned, two raised
