@@ -111,9 +111,13 @@ class AsyncWorker(Generic[E]):
                 await self._drive(programs.supervise(run))
         finally:
             self._finished.set()
+            # Both asked at once: a cancel while they are joined leaves neither running on.
             if ticker is not None:
-                await asyncio.to_thread(ticker.stop)
-            await asyncio.to_thread(beat.stop)
+                ticker.stop()
+            beat.stop()
+            if ticker is not None:
+                await asyncio.to_thread(ticker.join)
+            await asyncio.to_thread(beat.join)
             if twin is not None:
                 twin.close()
             self._run = None

@@ -106,7 +106,9 @@ class Worker(Generic[E]):
             self._finished.set()
             if ticker is not None:
                 ticker.stop()
+                ticker.join()
             beat.stop()
+            beat.join()
             self._run = None
         if run.fatal is not None:
             raise run.fatal

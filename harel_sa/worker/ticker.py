@@ -112,8 +112,10 @@ class Ticker:
         self._thread.start()
 
     def stop(self) -> None:
-        """Ask the thread to end (after the publish in progress, if any), and wait for it."""
+        """Ask the thread to end (after the publish in progress, if any); :meth:`join` waits."""
         self._stopped.set()
+
+    def join(self) -> None:
         if self._thread.is_alive():
             self._thread.join()
 

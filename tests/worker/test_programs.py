@@ -317,6 +317,7 @@ def test_a_heartbeat_that_runs_late_says_so(caplog: pytest.LogCaptureFixture) ->
             threading.Event().wait(0.05)
     finally:
         beat.stop()
+        beat.join()
     assert "heartbeat ran" in caplog.text and "late (leases last 0.3s)" in caplog.text
     assert run.stats().lost == 0
 
