@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from harel_sa import AsyncSqliteTransport, Event, Lease, SqliteTransport
-from harel_sa.worker import AsyncWorker, Worker, WorkerStats
+from harel_sa.worker import AsyncWorker, Observer, Worker, WorkerStats
 
 HANG = 20.0  # a guard against hangs, never a timing assertion
 
@@ -29,6 +29,16 @@ def wait_until(condition: Callable[[], object], what: str, timeout: float = HANG
         if time.monotonic() > deadline:
             pytest.fail(f"gave up waiting for {what}")
         time.sleep(0.01)
+
+
+class Durations(Observer):
+    """An observer that keeps each handler duration it is told."""
+
+    def __init__(self) -> None:
+        self.seen: list[float] = []
+
+    def handler_duration(self, seconds: float) -> None:
+        self.seen.append(seconds)
 
 
 @dataclass

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from harel_sa import AsyncSqliteTransport, Event, SqliteTransport
-from harel_sa.worker import Backoff, Observer
-from tests.worker.conftest import HANG, Behaviour, Running, wait_until
+from harel_sa.worker import Backoff
+from tests.worker.conftest import HANG, Behaviour, Durations, Running, wait_until
 
 Start = Callable[..., Running]
 CALLS = ("claim", "ack_and_claim", "ack", "claim_many", "ack_many", "ack_many_and_claim_many")
@@ -227,15 +227,8 @@ def test_a_handler_turned_slow_after_quick_ones_holds_no_lease_of_its_batch_back
 
 
 def test_a_batching_run_times_each_handler_once_failures_included(start: Start, db: str) -> None:
-    class Times(Observer):
-        def __init__(self) -> None:
-            self.seen: list[float] = []
-
-        def handler_duration(self, seconds: float) -> None:
-            self.seen.append(seconds)
-
     publish(db, *(f"g{k}" for k in range(6)))
-    times, behaviour = Times(), Behaviour(fail_first=2)
+    times, behaviour = Durations(), Behaviour(fail_first=2)
     stats = start(
         behaviour,
         run={"until_empty": True},

@@ -16,6 +16,7 @@ from harel_sa import (
 from harel_sa.worker import Backoff, Observer, WorkerOptions
 from harel_sa.worker.outcomes import RETURNED
 from harel_sa.worker.runstate import RunState
+from tests.worker.conftest import Durations
 
 
 def test_backoff_grows_exponentially_from_the_deliveries_up_to_the_cap() -> None:
@@ -101,15 +102,8 @@ def test_an_observer_is_told_what_it_overrides_and_only_that() -> None:
         def count(self, what: str) -> None:
             self.seen.append(what)
 
-    class Times(Observer):
-        def __init__(self) -> None:
-            self.seen: list[object] = []
-
-        def handler_duration(self, seconds: float) -> None:
-            self.seen.append(seconds)
-
     leases = tuple(Lease(n, f"g{n}", Event(kind="x"), "w", f"t{n}") for n in (1, 2))
-    for observer, told in ((Counts(), ["claimed", "claimed", "succeeded"]), (Times(), [0.25])):
+    for observer, told in ((Counts(), ["claimed", "claimed", "succeeded"]), (Durations(), [0.25])):
         run = RunState(WorkerOptions(worker_id="w", observer=observer), None, False)
         run.landed((), (), "ClaimMany", leases, 0, 0.1)
         run.handling()
