@@ -309,8 +309,9 @@ class RunState:
         """``op`` (an ack, nack or dead-letter, after its handler) returned ``done`` after
         ``seconds``: count it; the next lease when it was an ack fused with a claim."""
         lease = op.lease
-        if isinstance(op, Ack):
-            self.acked(lease, done.ok, op.name)
+        if isinstance(op, Ack):  # only now is its handler counted as succeeded
+            claimed = () if done.lease is None else (done.lease,)
+            self.landed((lease,), (done.ok,), op.name, claimed, op.claims - len(claimed), seconds)
         elif not done.ok:
             self._note_lost(lease, op.name)
         elif isinstance(op, Nack) and op.release:
@@ -324,17 +325,7 @@ class RunState:
                 op.reason,
                 extra=log_fields(lease),
             )
-        if isinstance(op, Ack) and op.fused:
-            if done.lease is None:
-                self.unreserve()
-                return None
-            self.claimed(done.lease, seconds)
         return done.lease
-
-    def acked(self, lease: Lease[Any], took: bool, what: str) -> None:
-        """The ack of ``lease`` (by ``what``, after its handler) is durable (``took``) or found
-        the lease lost: only now is its handler counted as succeeded."""
-        self.landed((lease,), (took,), what)
 
     def landed(
         self,

@@ -26,8 +26,21 @@ from harel_sa.sqlite.aio import AsyncSqliteTransport
 from harel_sa.worker import programs
 from harel_sa.worker.heartbeat import Heartbeat, LoopProbe
 from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
+from harel_sa.worker.outcomes import outcome_of_await
 from harel_sa.worker.runstate import RunState, WorkerStats
-from harel_sa.worker.steps import Routine
+from harel_sa.worker.steps import (
+    Abandon,
+    Action,
+    Handle,
+    Perform,
+    Routine,
+    Serve,
+    Take,
+    Wait,
+    WaitBell,
+    WaitSlots,
+    perform_async,
+)
 from harel_sa.worker.threads import SIGNALS, _both, on_main_thread
 from harel_sa.worker.ticker import Ticker, transport_clock
 
@@ -69,7 +82,7 @@ class AsyncWorker(Generic[E]):
         self._slots: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._finished = asyncio.Event()
-        self._bell = AsyncBell()  # the batcher's
+        self._bell = asyncio.Event()  # the batcher's
         self._woken = asyncio.Semaphore(0)  # one release per wake-up
         self._loop_thread = 0
 
@@ -81,7 +94,7 @@ class AsyncWorker(Generic[E]):
         run = RunState(self.options, max_messages, until_empty)
         self._loop = loop = asyncio.get_running_loop()
         self._wake, self._finished = asyncio.Event(), asyncio.Event()
-        self._bell, self._woken = AsyncBell(), asyncio.Semaphore(0)
+        self._bell, self._woken = asyncio.Event(), asyncio.Semaphore(0)
         self._loop_thread = threading.get_ident()
         routines, on_stop = programs.team(run, self._ring, self._wake_slots)
         run.on_stop = lambda: _both(self._wake.set, on_stop)
@@ -140,25 +153,46 @@ class AsyncWorker(Generic[E]):
         except InvalidArgumentError:  # a private :memory: queue
             return None
 
-    # -- what the steps ask of the driver --------------------------------------------------
-    async def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None:
-        await self._wait_or_hear(self._wake if wake_on_stop else self._finished, seconds, listen)
+    # -- performing the steps ---------------------------------------------------------------
+    async def _perform(self, step: Action) -> None:
+        match step:
+            case Perform():
+                step.result = await perform_async(step.op, self.transport)
+            case Handle():
+                prefix = self.transport.prefix
+                step.outcome = await outcome_of_await(self.handler, step.lease, prefix)
+            case Serve():
+                await self._serve(step)
+            case Wait():
+                event = self._wake if step.wake_on_stop else self._finished
+                await self._wait_or_hear(event, step.seconds, step.listen)
+            case WaitBell():
+                listen = step.idle and not self._bell.is_set()
+                step.heard = await self._wait_or_hear(self._bell, step.seconds, listen)
+                self._bell.clear()  # the program looks at the run again next: none is missed
+            case Take():
+                await self._woken.acquire()
+            case WaitSlots():
+                alive = [t for t in self._slots if not t.done()]
+                if alive:  # as the threads' join: one slot's end, not a callback on each
+                    await asyncio.wait(alive[:1], timeout=step.seconds)
+                step.alive = sum(not t.done() for t in self._slots)
+            case Abandon():  # cancel the slot tasks still running, and wait for them to end
+                for task in self._slots:
+                    task.cancel()
+                await asyncio.gather(*self._slots, return_exceptions=True)
 
-    async def wait_bell(self, seconds: float | None, idle: bool) -> bool:
-        heard = False
-        if seconds is not None and idle and self._listens and not self._bell.is_set():
-            heard = await self._wait_or_hear(self._bell, seconds, listen=True)
-        else:
-            await self._bell.wait(seconds)
-        self._bell.clear()  # the program looks at the run again next: nothing rung is missed
-        return heard
+    async def _serve(self, serve: Serve) -> None:
+        handler, prefix, clock = self.handler, self.transport.prefix, serve.exchange.clock
+        started = clock()
+        while True:
+            outcome = await outcome_of_await(handler, serve.lease, prefix)
+            now = clock()
+            if serve.ended(outcome, now - started, now):
+                return
+            started = now
 
-    async def wait_woken(self) -> None:
-        await self._woken.acquire()
-
-    async def _wait_or_hear(
-        self, event: asyncio.Event | AsyncBell, seconds: float, listen: bool
-    ) -> bool:
+    async def _wait_or_hear(self, event: asyncio.Event, seconds: float, listen: bool) -> bool:
         """Wait up to ``seconds`` for ``event`` or, when ``listen`` and the transport hears of
         messages (PostgreSQL), for a message to arrive (then ``True``), whichever comes first."""
         if not (listen and self._listens):  # SQLite's wait_for_messages only sleeps
@@ -202,18 +236,6 @@ class AsyncWorker(Generic[E]):
             with suppress(RuntimeError):  # the loop is closed: the run is over
                 loop.call_soon_threadsafe(call)
 
-    async def wait_slots(self, seconds: float) -> int:
-        alive = [t for t in self._slots if not t.done()]
-        if alive:  # as the threads' join: one slot's end, not a callback on each slot's
-            await asyncio.wait(alive[:1], timeout=seconds)
-        return sum(not t.done() for t in self._slots)
-
-    async def abandon(self) -> None:
-        """Cancel the slot tasks still running, and wait for them to end."""
-        for task in self._slots:
-            task.cancel()
-        await asyncio.gather(*self._slots, return_exceptions=True)
-
     # -- the driving -----------------------------------------------------------------------
     async def _drive_slot(self, run: RunState, program: Routine) -> None:
         # The task's own copy of the context: its handlers' settles are reported from now on.
@@ -230,7 +252,7 @@ class AsyncWorker(Generic[E]):
         step = next(program, None)
         while step is not None:
             try:
-                await step.aio(self)
+                await self._perform(step)
             except BaseException as error:
                 try:
                     step = program.throw(error)
@@ -256,47 +278,6 @@ class ThroughLoop:
             return await self.transport.publish_tick(schedule, tick, catch_up=catch_up)
 
         return asyncio.run_coroutine_threadsafe(call(), self.loop).result()
-
-
-class AsyncBell:
-    """The batcher's bell: rung on the loop, waited for by the batcher alone, up to a timeout.
-
-    While it watches the batcher waits up to every ``STALL`` seconds
-    (:mod:`~harel_sa.worker.wake`), so a wait costs one future and one timer, and its
-    timeout raises nothing (``asyncio.timeout`` raises and catches an error at each)."""
-
-    def __init__(self) -> None:
-        self._rung = False
-        self._waiter: asyncio.Future[None] | None = None
-
-    def set(self) -> None:
-        self._rung = True
-        _wake(self._waiter)
-
-    def is_set(self) -> bool:
-        return self._rung
-
-    def clear(self) -> None:
-        self._rung = False
-
-    async def wait(self, seconds: float | None = None) -> None:
-        """Until rung (at once if it is), or ``seconds`` (``None``: no timeout) passed."""
-        if self._rung:
-            return
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        timer = None if seconds is None else loop.call_later(seconds, _wake, waiter)
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-            if timer is not None:
-                timer.cancel()
-
-
-def _wake(waiter: asyncio.Future[None] | None) -> None:
-    if waiter is not None and not waiter.done():
-        waiter.set_result(None)
 
 
 @contextmanager

@@ -24,8 +24,21 @@ from harel_sa.transports import Transport
 from harel_sa.worker import programs
 from harel_sa.worker.heartbeat import Heartbeat
 from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
+from harel_sa.worker.outcomes import outcome_of_call
 from harel_sa.worker.runstate import RunState, WorkerStats
-from harel_sa.worker.steps import Routine
+from harel_sa.worker.steps import (
+    Abandon,
+    Action,
+    Handle,
+    Perform,
+    Routine,
+    Serve,
+    Take,
+    Wait,
+    WaitBell,
+    WaitSlots,
+    perform,
+)
 from harel_sa.worker.ticker import Ticker
 
 if TYPE_CHECKING:
@@ -121,25 +134,46 @@ class Worker(Generic[E]):
         if run is not None:
             run.request_stop()
 
-    # -- what the steps ask of the driver --------------------------------------------------
-    def wait(self, seconds: float, wake_on_stop: bool, listen: bool = False) -> None:
-        event = self._wake if wake_on_stop else self._finished
-        if listen and self._listens:
-            self._wait_or_hear(event, seconds, LISTEN_SLICE)
-        else:  # SQLite's wait_for_messages only sleeps
-            event.wait(seconds)
+    # -- performing the steps ---------------------------------------------------------------
+    def _perform(self, step: Action) -> None:
+        match step:
+            case Perform():
+                step.result = perform(step.op, self.transport)
+            case Handle():
+                step.outcome = outcome_of_call(self.handler, step.lease, self.transport.prefix)
+            case Serve():
+                self._serve(step)
+            case Wait():
+                event = self._wake if step.wake_on_stop else self._finished
+                if step.listen and self._listens:
+                    self._wait_or_hear(event, step.seconds, LISTEN_SLICE)
+                else:  # SQLite's wait_for_messages only sleeps
+                    event.wait(step.seconds)
+            case WaitBell():
+                if step.idle and self._listens:
+                    step.heard = self._wait_or_hear(self._bell, step.seconds, IDLE_BELL_SLICE)
+                else:
+                    self._bell.wait(step.seconds)
+                self._bell.clear()  # the program looks at the run again next: none is missed
+            case Take():
+                self._woken.get()
+            case WaitSlots():
+                alive = [t for t in self._slots if t.is_alive()]
+                if alive:
+                    alive[0].join(step.seconds)
+                step.alive = sum(t.is_alive() for t in self._slots)
+            case Abandon():
+                pass  # slot threads still running are daemons: they end with the process
 
-    def wait_bell(self, seconds: float | None, idle: bool) -> bool:
-        heard = False
-        if idle and seconds is not None and self._listens:
-            heard = self._wait_or_hear(self._bell, seconds, IDLE_BELL_SLICE)
-        else:
-            self._bell.wait(seconds)
-        self._bell.clear()  # the program looks at the run again next: nothing rung is missed
-        return heard
-
-    def wait_woken(self) -> None:
-        self._woken.get()
+    def _serve(self, serve: Serve) -> None:
+        handler, prefix, clock = self.handler, self.transport.prefix, serve.exchange.clock
+        started = clock()
+        while True:
+            outcome = outcome_of_call(handler, serve.lease, prefix)
+            now = clock()
+            if serve.ended(outcome, now - started, now):
+                return
+            started = now
 
     def _wait_or_hear(self, event: threading.Event, seconds: float, piece: float) -> bool:
         """Wait up to ``seconds`` for ``event`` or for the transport to hear of a message
@@ -154,15 +188,6 @@ class Worker(Generic[E]):
     def _wake_slots(self, slots: int) -> None:
         for _ in range(slots):
             self._woken.put(None)
-
-    def wait_slots(self, seconds: float) -> int:
-        alive = [t for t in self._slots if t.is_alive()]
-        if alive:
-            alive[0].join(seconds)
-        return sum(t.is_alive() for t in self._slots)
-
-    def abandon(self) -> None:
-        """Slot threads still running are daemons: they end with the process."""
 
     # -- the driving -----------------------------------------------------------------------
     def _start(self, run: RunState, program: Routine) -> threading.Thread:
@@ -184,7 +209,7 @@ class Worker(Generic[E]):
         step = next(program, None)
         while step is not None:
             try:
-                step.sync(self)
+                self._perform(step)
             except BaseException as error:
                 try:
                     step = program.throw(error)

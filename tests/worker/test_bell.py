@@ -1,66 +1,70 @@
-"""The AsyncWorker batcher's bell (``harel_sa.worker.tasks.AsyncBell``), on a real loop: a ring
-wakes the waiter or the next wait, a timeout ends a wait quietly, and a cancelled wait
-leaves no timer behind."""
+"""The batcher's bell as each driver performs ``WaitBell`` (``Worker._perform``,
+``AsyncWorker._perform``), on a real SQLite queue: a ring wakes the waiter at once, a ring
+before the wait is not lost, a timeout ends the wait quietly, and each wait clears the ring."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
-import pytest
-
-from harel_sa.worker.tasks import AsyncBell
+from harel_sa import AsyncSqliteTransport, Event, Lease, SqliteTransport
+from harel_sa.worker import AsyncWorker, Worker
+from harel_sa.worker.steps import WaitBell
 
 LONG = 30.0  # a wait the test never lets run out
+GUARD = 5.0  # a mutant that misses a ring fails here, long before LONG
 
 
-def test_a_ring_wakes_the_waiter_at_once() -> None:
-    async def main() -> None:
-        bell = AsyncBell()
-        waiting = asyncio.ensure_future(bell.wait(LONG))
-        await asyncio.sleep(0)
-        assert not waiting.done()
+def _nothing(lease: Lease[Event]) -> None:
+    pass
+
+
+async def _nothing_async(lease: Lease[Event]) -> None:
+    pass
+
+
+def test_the_threads_bell(db: str) -> None:
+    with SqliteTransport(db) as q:
+        worker = Worker(q, _nothing)
+        bell = worker._bell
+        bell.set()  # rung before the wait
+        worker._perform(WaitBell(LONG, idle=True))
+        assert not bell.is_set()  # the wait took the ring
+
+        waiting = threading.Thread(target=worker._perform, args=(WaitBell(LONG),))
+        waiting.start()
+        waiting.join(0.05)
+        assert waiting.is_alive()  # no ring yet: it waits
         bell.set()
-        await asyncio.wait_for(waiting, 5.0)  # long before LONG
-        assert bell.is_set()
-        bell.clear()
-        assert not bell.is_set()
+        waiting.join(GUARD)
+        assert not waiting.is_alive() and not bell.is_set()
 
-    asyncio.run(main())
+        quiet = WaitBell(0.01)
+        worker._perform(quiet)  # a timeout: no error, no ring, nothing heard
+        assert not quiet.heard and not bell.is_set()
 
 
-def test_a_ring_before_the_wait_is_not_lost() -> None:
+def test_the_tasks_bell(db: str) -> None:
     async def main() -> None:
-        bell = AsyncBell()
-        bell.set()
-        await asyncio.wait_for(bell.wait(LONG), 5.0)  # returns at once: rung already
+        q = await AsyncSqliteTransport.create(db)
+        try:
+            worker = AsyncWorker(q, _nothing_async)
+            bell = worker._bell = asyncio.Event()
+            bell.set()
+            await asyncio.wait_for(worker._perform(WaitBell(LONG, idle=True)), GUARD)
+            assert not bell.is_set()
 
-    asyncio.run(main())
+            waiting = asyncio.ensure_future(worker._perform(WaitBell(LONG)))
+            await asyncio.sleep(0.01)
+            assert not waiting.done()
+            bell.set()
+            await asyncio.wait_for(waiting, GUARD)
+            assert not bell.is_set()
 
-
-def test_a_timeout_ends_the_wait_without_an_error_and_without_a_ring() -> None:
-    async def main() -> None:
-        bell = AsyncBell()
-        await asyncio.wait_for(bell.wait(0.01), 5.0)  # the guard: a mutant fails, not hangs
-        assert not bell.is_set()
-
-    asyncio.run(main())
-
-
-def test_a_cancelled_wait_leaves_no_timer_and_a_later_wait_still_hears_a_ring() -> None:
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        bell = AsyncBell()
-        before = len(loop._scheduled)  # type: ignore[attr-defined]
-        waiting = asyncio.ensure_future(bell.wait(LONG))
-        await asyncio.sleep(0)
-        waiting.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await waiting
-        live = [t for t in loop._scheduled if not t.cancelled()]  # type: ignore[attr-defined]
-        assert len(live) <= before
-        again = asyncio.ensure_future(bell.wait(LONG))
-        await asyncio.sleep(0)
-        bell.set()
-        await asyncio.wait_for(again, 5.0)
+            quiet = WaitBell(0.01)
+            await asyncio.wait_for(worker._perform(quiet), GUARD)
+            assert not quiet.heard and not bell.is_set()
+        finally:
+            await q.close()
 
     asyncio.run(main())

@@ -108,5 +108,5 @@ def test_an_observer_is_told_what_it_overrides_and_only_that() -> None:
         run.landed((), (), "ClaimMany", leases, 0, 0.1)
         run.handling()
         run.plan(leases[0], RETURNED, 0.25)
-        run.acked(leases[0], True, "Ack")
+        run.landed((leases[0],), (True,), "Ack")
         assert observer.seen == told

@@ -1,15 +1,14 @@
-"""The steps a driver performs, on a real SQLite queue: a slot's thread or task watches for its
-handlers' settles, and the worker's own calls (``Perform``) are never reported as a
-handler's, whichever way the driver performs them."""
+"""The steps a driver performs (``Worker._perform``, ``AsyncWorker._perform``), on a real SQLite
+queue: a slot's thread or task watches for its handlers' settles, and the worker's own calls
+(``Perform``) are never reported as a handler's, whichever way the driver performs them."""
 
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
 
 from harel_sa import AsyncSqliteTransport, Event, Lease, SqliteTransport, settlements
-from harel_sa.worker import WorkerOptions
+from harel_sa.worker import AsyncWorker, Worker, WorkerOptions
 from harel_sa.worker.operations import Ack, Batch, Done, Nack, Sent
 from harel_sa.worker.steps import Handle, Perform
 
@@ -38,7 +37,7 @@ def test_the_workers_own_calls_are_unwatched_and_a_handlers_settle_is_reported(d
         def handler(lease: Lease[Event]) -> None:
             q.ack(lease)  # the handler settles its lease itself
 
-        driver = SimpleNamespace(transport=q, handler=handler)
+        driver = Worker(q, handler)
         token = settlements.watch(seen)
         try:
             ack, batch = (
@@ -47,9 +46,9 @@ def test_the_workers_own_calls_are_unwatched_and_a_handlers_settle_is_reported(d
             )
             nack = Perform(Nack(third, 0.0))
             for step in (ack, batch, nack):
-                step.sync(driver)  # type: ignore[arg-type]
+                driver._perform(step)
                 assert settlements._watcher.get() is seen  # put back as the call found it
-            Handle(fourth).sync(driver)  # type: ignore[arg-type]
+            driver._perform(Handle(fourth))
         finally:
             settlements.unwatch(token)
         results = (ack.result, batch.result, nack.result)
@@ -69,7 +68,7 @@ def test_the_async_steps_do_the_same(db: str) -> None:
             async def handler(lease: Lease[Event]) -> None:
                 await q.nack(lease, 0.0)
 
-            driver = SimpleNamespace(transport=q, handler=handler)
+            driver = AsyncWorker(q, handler)
             settlements.watch(seen)
             ack, batch = (
                 Perform(Ack(first, OPTIONS, fused=False)),
@@ -77,9 +76,9 @@ def test_the_async_steps_do_the_same(db: str) -> None:
             )
             park = Perform(Nack(third, 5.0))
             for step in (ack, batch, park):
-                await step.aio(driver)  # type: ignore[arg-type]
+                await driver._perform(step)
                 assert settlements._watcher.get() is seen
-            await Handle(fourth).aio(driver)  # type: ignore[arg-type]
+            await driver._perform(Handle(fourth))
             return [ack.result, batch.result, park.result]
         finally:
             await q.close()
