@@ -27,7 +27,6 @@ from harel_sa.errors import (
 )
 from harel_sa.events import Lease
 from harel_sa.settlements import How
-from harel_sa.worker.observe import Observer
 from harel_sa.worker.operations import RETRIED, Ack, Bury, Done, Nack, Operation, Settle
 from harel_sa.worker.options import WorkerOptions
 from harel_sa.worker.outcomes import Interrupted, Outcome, Returned, after_failure, log_fields
@@ -72,11 +71,7 @@ class RunState:
         ):
             raise InvalidArgumentError(f"max_messages must be >= 1, not {max_messages!r}")
         self.options = options
-        self._observer = observer = options.observer
-        # A method the observer leaves as :class:`Observer`'s does nothing: not called per
-        # message (a batch's quick handlers would spend more on it than on themselves).
-        self._counting = _overrides(observer, "count")
-        self.timing = _overrides(observer, "handler_duration")  # handler_took does something
+        self._observer = options.observer
         self.lock = threading.RLock()  # RLock: a signal handler may stop mid-section
         self._budget = max_messages
         self._until_empty = until_empty
@@ -290,8 +285,7 @@ class RunState:
         return kept
 
     def handler_took(self, seconds: float) -> None:
-        if self.timing:
-            self._observer.handler_duration(seconds)
+        self._observer.handler_duration(seconds)
 
     def _settled_by_handler(self, lease: Lease[Any], how: How, delay: float) -> None:
         what = {"acked": "succeeded", "nacked": "retried", "dead_lettered": "dead_lettered"}
@@ -463,20 +457,13 @@ class RunState:
         self._tell(what, n)
 
     def _tell(self, what: str, n: int) -> None:
-        """Tell the observer of ``n`` more of ``what``, one call each, if it listens."""
-        for _ in range(n if self._counting else 0):
+        """Tell the observer of ``n`` more of ``what``, one call each."""
+        for _ in range(n):
             self._observer.count(what)
 
     def stats(self) -> WorkerStats:
         with self.lock:
             return WorkerStats(**self._counts)
-
-
-def _overrides(observer: Observer, method: str) -> bool:
-    """Whether ``observer``'s ``method`` is its own, not :class:`Observer`'s (which does
-    nothing)."""
-    own = getattr(observer, method)
-    return getattr(own, "__func__", own) is not getattr(Observer, method)
 
 
 def _nothing() -> None:

@@ -102,8 +102,7 @@ class Serve:
         the slot stops serving (``after`` says why); else ``lease`` is the next one."""
         self.wake.quick = seconds < QUICK
         run = self.run
-        if run.timing:
-            run.handler_took(seconds)
+        run.handler_took(seconds)
         if outcome is not RETURNED:
             self.after = outcome
             return True
