@@ -36,7 +36,7 @@ elif arm == "turn":
 
     def turn(run, owner):  # give the turn back at once and ring the routine
         owner._turn.release()
-        owner.exchange.ring()
+        owner.handoff.ring()
         return
         yield
 

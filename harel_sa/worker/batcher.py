@@ -1,7 +1,7 @@
 """A batching run's batcher: the one owner of its batch state (its routine: ``programs``).
 
 It claims up to ``batch`` leases for the free slots (``claim_many``) into the
-:class:`~harel_sa.worker.exchange.Exchange`, collects the acks the slots give back, and sends
+:class:`~harel_sa.worker.handoff.Handoff`, collects the acks the slots give back, and sends
 them fused with the claim for the slots they free (``ack_many_and_claim_many``) once due: no
 lease out is still with a handler, ``batch`` acks wait, the oldest waited ``ack_wait``, or the
 run stops. Nacks and dead letters are single calls, made by their slot. The state is touched
@@ -16,28 +16,28 @@ from collections.abc import Callable
 from typing import Any
 
 from harel_sa.events import Lease
-from harel_sa.worker.exchange import Exchange
+from harel_sa.worker.handoff import Handoff
 from harel_sa.worker.operations import Batch, Sent
 from harel_sa.worker.runstate import RunState
 from harel_sa.worker.steps import WaitBell
 from harel_sa.worker.wake import Wake
 
-POLL = 0.05  # once stopping (or done claiming), how often the batcher looks again
+LOOK_AGAIN = 0.05  # once stopping (or done claiming), how often the batcher looks again
 LONG = 1.0  # its longest sleep: a guard (every change it waits for rings it)
 
 
 class Batcher:
     """The acks to send, the leases out and the claim for the free slots of one run."""
 
-    def __init__(self, run: RunState, exchange: Exchange, wake: Wake) -> None:
+    def __init__(self, run: RunState, handoff: Handoff, wake: Wake) -> None:
         self.run = run
         self.options = run.options
-        self.exchange = exchange
+        self.handoff = handoff
         self.wake = wake
         self.size = min(self.options.batch, self.options.concurrency)
         self.acks: list[Lease[Any]] = []
         self.first_at: float | None = None  # when the oldest of ``acks`` came back
-        self.out = 0  # leases in the exchange or with a slot
+        self.out = 0  # leases in the handoff or with a slot
         self.claiming = True  # False once the budget is spent or (until_empty) none was found
         self.short_until = 0.0  # after a short claim, no claim for free slots before then
         self.on_wake: Callable[[int], None] = _ignore  # the driver's: wake waiting slots
@@ -48,7 +48,7 @@ class Batcher:
         return self._turn.acquire(blocking=False)
 
     def let_go(self, now: float, taking: int = 0) -> bool:
-        """Give the turn back, the exchange armed; ring the batcher's routine when it sleeps
+        """Give the turn back, the handoff armed; ring the batcher's routine when it sleeps
         past what is now due (``taking``: leases waiting that the holder takes itself next).
         ``True``: the acks came due meanwhile (take it again)."""
         if self.acks:
@@ -60,13 +60,13 @@ class Batcher:
         wanted = self.wake_by(now, taking)
         self._turn.release()
         if wanted < self.asleep_until:
-            self.exchange.ring()
-        return self.exchange.arm(max(ring_at, 1))
+            self.handoff.ring()
+        return self.handoff.arm(max(ring_at, 1))
 
     def collect(self) -> None:
         """Take what the slots gave back: their acks (those whose handler did not settle its
         lease itself) to send, and the slots they freed."""
-        acks, freed, first_at = self.exchange.collect()
+        acks, freed, first_at = self.handoff.collect()
         self.out -= len(acks) + freed
         if acks:
             kept = self.run.left(acks)
@@ -75,7 +75,7 @@ class Batcher:
                 if self.first_at is None:
                     self.first_at = first_at
         if self.run.stopping:
-            self.out -= self.exchange.drop()
+            self.out -= self.handoff.drop()
 
     def due(self, now: float) -> bool:
         return bool(self.acks) and (
@@ -120,11 +120,11 @@ class Batcher:
         unclaimed = batch.limit - len(sent.leases) if batch.limit else 0
         run.landed(batch.leases, sent.acked, batch.name, sent.leases, unclaimed, seconds)
         if batch.limit and len(sent.leases) < batch.limit:
-            self.short_until = self.exchange.clock() + self.options.poll_interval
+            self.short_until = self.handoff.clock() + self.options.poll_interval
             if run.until_empty and not (sent.leases or self.out or self.acks):
                 self.claiming = False  # found nothing, and no handler may free a group
         if sent.leases and not run.stopping:
-            ex = self.exchange
+            ex = self.handoff
             busy = self.out - ex.waiting_leases()
             self.out += len(sent.leases)
             self._rouse(self.wake.on_put(ex.put(sent.leases), ex.woken + by_slot, busy))
@@ -134,14 +134,14 @@ class Batcher:
         ``ack_wait``, the idle poll's end, its watch, or a guard."""
         run = self.run
         if not self.claiming or run.stopping:
-            until = now + POLL
+            until = now + LOOK_AGAIN
         elif self.acks:
             until = (self.first_at or now) + self.options.ack_wait
         elif self.out < self.options.concurrency and self.short_until > now:
             until = self.short_until
         else:
             until = now + LONG
-        ex = self.exchange
+        ex = self.handoff
         waiting = ex.waiting_leases() - taking
         watch = self.wake.watch(waiting, ex.woken, ex.moved_at, now, self.out)
         return until if watch is None else min(until, now + max(watch, 0.001))
@@ -149,7 +149,7 @@ class Batcher:
     def sleep(self, now: float) -> WaitBell | None:
         """The routine's wait, holding the turn (``None``: the batcher ends): slots for the
         leases that stalled first."""
-        run, ex = self.run, self.exchange
+        run, ex = self.run, self.handoff
         if (not self.claiming or run.stopping) and (
             not (self.out or self.acks) or run.grace_left() == 0
         ):
@@ -167,16 +167,16 @@ class Batcher:
 
     def stop(self) -> None:
         """The run stops: no lease waiting is handed out any more; the routine looks."""
-        self.exchange.halt()
-        self.exchange.ring()
+        self.handoff.halt()
+        self.handoff.ring()
 
     def close(self) -> None:
         """The batcher ends: the waiting slots end too."""
-        self._wake(self.exchange.close())
+        self._wake(self.handoff.close())
 
     def _rouse(self, wanted: int) -> None:
         if wanted > 0:
-            self._wake(self.exchange.rouse(wanted))
+            self._wake(self.handoff.rouse(wanted))
 
     def _wake(self, slots: int) -> None:
         if slots:

@@ -136,7 +136,7 @@ class Bury(OneLease):
 
 
 #: What may follow a handler.
-Operation = Ack | Nack | Bury
+Verdict = Ack | Nack | Bury
 
 
 @dataclass(frozen=True, slots=True)

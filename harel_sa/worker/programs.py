@@ -17,16 +17,16 @@ from typing import Any, TypeVar, cast
 from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
 from harel_sa.worker.batcher import Batcher
-from harel_sa.worker.exchange import WAIT, Exchange
-from harel_sa.worker.operations import Claim, Done, Nack, Operation, Settle
+from harel_sa.worker.handoff import WAIT, Handoff
+from harel_sa.worker.operations import Claim, Done, Nack, Settle, Verdict
 from harel_sa.worker.runstate import RunState
 from harel_sa.worker.steps import (
     Abandon,
-    Action,
     Handle,
     Perform,
     Routine,
     Serve,
+    Step,
     Take,
     Wait,
     WaitBell,
@@ -34,7 +34,7 @@ from harel_sa.worker.steps import (
 )
 from harel_sa.worker.wake import STALL, Wake
 
-POLL = 0.05  # how often the supervisor looks at the slots and the grace
+WATCH_SLOTS = 0.05  # how often the supervisor looks at the slots and the grace
 S = TypeVar("S", bound=Settle)
 T = TypeVar("T")
 TAKE = Take()  # no state: one for every wait of every slot
@@ -49,14 +49,14 @@ def team(
     which rings the driver's bell (``ring``) and wakes waiting slots (``wake``)."""
     if not run.options.batching:
         return [slot(run) for _ in range(run.options.concurrency)], _nothing
-    owner = Batcher(run, Exchange(ring, time.monotonic), Wake())
+    owner = Batcher(run, Handoff(ring, time.monotonic), Wake())
     owner.on_wake = wake
     return batching(run, owner), owner.stop
 
 
 def batching(run: RunState, owner: Batcher) -> list[Routine]:
     """A batching run's routines: the batcher's, then ``concurrency`` slots."""
-    slots = [batching_slot(run, owner.exchange, owner) for _ in range(run.options.concurrency)]
+    slots = [batching_slot(run, owner.handoff, owner) for _ in range(run.options.concurrency)]
     return [batcher(run, owner), *slots]
 
 
@@ -70,7 +70,7 @@ def slot(run: RunState) -> Routine:
         lease = following if following is not None else (yield from claim(run))
 
 
-def claim(run: RunState) -> Generator[Action, None, Lease[Any] | None]:
+def claim(run: RunState) -> Generator[Step, None, Lease[Any] | None]:
     """The next lease, or ``None`` when the slot should end. A claim that finds nothing waits
     ``poll_interval`` and tries again (unless ``until_empty``); so does one that fails."""
     while run.reserve():
@@ -94,7 +94,7 @@ def claim(run: RunState) -> Generator[Action, None, Lease[Any] | None]:
     return None
 
 
-def handle(run: RunState, lease: Lease[Any]) -> Generator[Action, None, Operation | None]:
+def handle(run: RunState, lease: Lease[Any]) -> Generator[Step, None, Verdict | None]:
     """Run the handler on ``lease``: what to do with the message next (``None``: nothing)."""
     step = Handle(lease)
     run.handling()
@@ -103,7 +103,7 @@ def handle(run: RunState, lease: Lease[Any]) -> Generator[Action, None, Operatio
     return run.plan(lease, step.outcome, time.monotonic() - started)
 
 
-def settle(run: RunState, op: Operation) -> Generator[Action, None, Lease[Any] | None]:
+def settle(run: RunState, op: Verdict) -> Generator[Step, None, Lease[Any] | None]:
     """Send ``op`` (:func:`sent`): the next lease when it was an ack fused with a claim that
     found one."""
     return (yield from sent(run, op, run.settled))
@@ -111,7 +111,7 @@ def settle(run: RunState, op: Operation) -> Generator[Action, None, Lease[Any] |
 
 def sent(
     run: RunState, op: S, landed: Callable[[S, Any, float], T]
-) -> Generator[Action, None, T | None]:
+) -> Generator[Step, None, T | None]:
     """Perform ``op`` (a settle or a batch) until it lands, then ``landed(op, result,
     seconds)``; while the write lock stays busy or the connection is lost, try again every
     ``poll_interval`` (once stopping, without its claim); ``None`` when given up."""
@@ -132,33 +132,33 @@ def sent(
         op = cast(S, retry)
 
 
-def batching_slot(run: RunState, exchange: Exchange, owner: Batcher) -> Routine:
-    """A slot of a batching run: take a lease from the exchange (waiting for a wake-up while
+def batching_slot(run: RunState, handoff: Handoff, owner: Batcher) -> Routine:
+    """A slot of a batching run: take a lease from the handoff (waiting for a wake-up while
     none waits), handle it, give it back when its handler returned (its ack is the batcher's)
     and go on with the next; a nack or a dead letter it sends itself. When its ack makes the
     acks due with no lease left for it, it takes the batcher's turn and sends them itself.
     Until the batcher ends."""
-    lease = exchange.take()
+    lease = handoff.take()
     while True:
         while lease == WAIT:
             yield TAKE
-            lease = exchange.take(woken=True)
+            lease = handoff.take(woken=True)
         if not isinstance(lease, Lease):
             return
         run.handling()
-        serve = Serve(lease, exchange, owner.wake, run)
+        serve = Serve(lease, handoff, owner.wake, run)
         yield serve
         if serve.due:
             if owner.take_turn():
                 yield from turn(run, owner)
             else:  # its holder looks again when it lets go; the bell is for the routine
-                exchange.ring()
+                handoff.ring()
         elif serve.after is not None:
             op = run.plan(serve.lease, serve.after, None)  # Serve told its time
             if op is not None:
                 yield from settle(run, op)
-            exchange.freed()
-        lease = exchange.take()
+            handoff.freed()
+        lease = handoff.take()
 
 
 def batcher(run: RunState, b: Batcher) -> Routine:
@@ -168,11 +168,11 @@ def batcher(run: RunState, b: Batcher) -> Routine:
         if not b.take_turn():
             # Its holder, a slot sending a batch, looks again when it lets go, and rings for
             # a timer sooner than this nap's end.
-            b.asleep_until = b.exchange.clock() + STALL
+            b.asleep_until = b.handoff.clock() + STALL
             yield WaitBell(STALL)
             continue
         yield from sends(run, b, by_slot=False)
-        now = b.exchange.clock()
+        now = b.handoff.clock()
         bell = None if run.done else b.sleep(now)
         if bell is None:
             b.close()
@@ -184,21 +184,21 @@ def batcher(run: RunState, b: Batcher) -> Routine:
             b.short_until = 0.0
 
 
-def turn(run: RunState, b: Batcher) -> Generator[Action, None, None]:
+def turn(run: RunState, b: Batcher) -> Generator[Step, None, None]:
     """A slot's turn (taken): send the acks due, let go, and again should more come due."""
     while True:
         yield from sends(run, b, by_slot=True)
-        if not b.let_go(b.exchange.clock(), taking=1) or not b.take_turn():
+        if not b.let_go(b.handoff.clock(), taking=1) or not b.take_turn():
             return
 
 
-def sends(run: RunState, b: Batcher, by_slot: bool) -> Generator[Action, None, None]:
+def sends(run: RunState, b: Batcher, by_slot: bool) -> Generator[Step, None, None]:
     """The turn's work: collect what came back, send the batches due."""
     while True:
         b.collect()
         if run.done:
             return
-        batch = b.next_batch(b.exchange.clock())
+        batch = b.next_batch(b.handoff.clock())
         if batch is None:
             return
         yield from sent(run, batch, partial(b.landed, by_slot=by_slot))
@@ -209,12 +209,12 @@ def supervise(run: RunState) -> Routine:
     ``SETTLE`` seconds more for those between two quick calls; abandon the rest; release what
     is still held (``nack(0)``); end the run. The same sequence when ``run()`` itself is
     interrupted while waiting (``KeyboardInterrupt``, a cancelled task), without the grace."""
-    wait = WaitSlots(POLL)
+    wait = WaitSlots(WATCH_SLOTS)
     try:
         yield wait
         while wait.alive and run.grace_left() != 0:
             yield wait
-        wait.seconds = POLL / 5
+        wait.seconds = WATCH_SLOTS / 5
         while wait.alive and not run.may_abandon(wait.alive):
             yield wait
     except BaseException as error:  # re-raised by the driver once all is released

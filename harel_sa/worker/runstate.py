@@ -27,7 +27,7 @@ from harel_sa.errors import (
 )
 from harel_sa.events import Lease
 from harel_sa.settlements import How
-from harel_sa.worker.operations import RETRIED, Ack, Bury, Done, Nack, Operation, Settle
+from harel_sa.worker.operations import RETRIED, Ack, Bury, Done, Nack, Settle, Verdict
 from harel_sa.worker.options import WorkerOptions
 from harel_sa.worker.outcomes import Interrupted, Outcome, Returned, after_failure, log_fields
 
@@ -234,7 +234,7 @@ class RunState:
             if self._held.pop(lease.token, None) is not None:
                 self._by_handler[lease.token] = (how, delay)
 
-    def plan(self, lease: Lease[Any], outcome: Outcome, seconds: float | None) -> Operation | None:
+    def plan(self, lease: Lease[Any], outcome: Outcome, seconds: float | None) -> Verdict | None:
         """The handler of ``lease`` ended with ``outcome`` after ``seconds`` (``None``: told
         already): what to do with the message (``None``: nothing, the handler settled it).
 
@@ -299,7 +299,7 @@ class RunState:
         )
 
     # -- settling --------------------------------------------------------------------------
-    def settled(self, op: Operation, done: Done, seconds: float) -> Lease[Any] | None:
+    def settled(self, op: Verdict, done: Done, seconds: float) -> Lease[Any] | None:
         """``op`` (an ack, nack or dead-letter, after its handler) returned ``done`` after
         ``seconds``: count it; the next lease when it was an ack fused with a claim."""
         lease = op.lease

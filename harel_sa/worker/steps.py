@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from harel_sa import settlements
 from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
-from harel_sa.worker.exchange import DUE, Exchange
+from harel_sa.worker.handoff import DUE, Handoff
 from harel_sa.worker.outcomes import RETURNED, Outcome
 from harel_sa.worker.wake import QUICK, Wake
 
@@ -85,13 +85,13 @@ class Handle:
 @dataclass(slots=True)
 class Serve:
     """A batching slot's handlers: run the handler on ``lease``, give it back to the
-    ``exchange`` when it returned, and go on with the next lease it hands on (the driver calls
+    ``handoff`` when it returned, and go on with the next lease it hands on (the driver calls
     :meth:`ended` after each) -> ``after``: the outcome of the last lease when it was not given
     back (it raised, or the batcher is done), else ``None``; ``due``: its ack made the acks due
     with no lease left for the slot. A run of quick handlers costs one step, not one a message."""
 
     lease: Lease[Any]
-    exchange: Exchange
+    handoff: Handoff
     wake: Wake
     run: RunState
     after: Outcome | None = None
@@ -106,7 +106,7 @@ class Serve:
         if outcome is not RETURNED:
             self.after = outcome
             return True
-        following = self.exchange.give(self.lease, now)
+        following = self.handoff.give(self.lease, now)
         if following is None:
             return True
         if isinstance(following, str):
@@ -163,5 +163,5 @@ class Abandon:
     """Give up on the slots still running: cancel them (tasks) or leave them (threads)."""
 
 
-Action = Perform[Any] | Handle | Serve | Wait | WaitBell | Take | WaitSlots | Abandon
-Routine = Generator[Action, None, None]
+Step = Perform[Any] | Handle | Serve | Wait | WaitBell | Take | WaitSlots | Abandon
+Routine = Generator[Step, None, None]

@@ -23,24 +23,12 @@ from harel_sa.errors import InvalidArgumentError
 from harel_sa.events import E, Lease
 from harel_sa.periodic import Periodic
 from harel_sa.sqlite.aio import AsyncSqliteTransport
-from harel_sa.worker import programs
+from harel_sa.worker import programs, steps
 from harel_sa.worker.heartbeat import Heartbeat, LoopProbe
 from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
 from harel_sa.worker.outcomes import outcome_of_await
 from harel_sa.worker.runstate import RunState, WorkerStats
-from harel_sa.worker.steps import (
-    Abandon,
-    Action,
-    Handle,
-    Perform,
-    Routine,
-    Serve,
-    Take,
-    Wait,
-    WaitBell,
-    WaitSlots,
-    perform_async,
-)
+from harel_sa.worker.steps import Routine, Step
 from harel_sa.worker.threads import SIGNALS, _both, on_main_thread
 from harel_sa.worker.ticker import Ticker, transport_clock
 
@@ -154,36 +142,36 @@ class AsyncWorker(Generic[E]):
             return None
 
     # -- performing the steps ---------------------------------------------------------------
-    async def _perform(self, step: Action) -> None:
+    async def _perform(self, step: Step) -> None:
         match step:
-            case Perform():
-                step.result = await perform_async(step.op, self.transport)
-            case Handle():
+            case steps.Perform():
+                step.result = await steps.perform_async(step.op, self.transport)
+            case steps.Handle():
                 prefix = self.transport.prefix
                 step.outcome = await outcome_of_await(self.handler, step.lease, prefix)
-            case Serve():
+            case steps.Serve():
                 await self._serve(step)
-            case Wait():
+            case steps.Wait():
                 event = self._wake if step.wake_on_stop else self._finished
                 await self._wait_or_hear(event, step.seconds, step.listen)
-            case WaitBell():
+            case steps.WaitBell():
                 listen = step.idle and not self._bell.is_set()
                 step.heard = await self._wait_or_hear(self._bell, step.seconds, listen)
                 self._bell.clear()  # the program looks at the run again next: none is missed
-            case Take():
+            case steps.Take():
                 await self._woken.acquire()
-            case WaitSlots():
+            case steps.WaitSlots():
                 alive = [t for t in self._slots if not t.done()]
                 if alive:  # as the threads' join: one slot's end, not a callback on each
                     await asyncio.wait(alive[:1], timeout=step.seconds)
                 step.alive = sum(not t.done() for t in self._slots)
-            case Abandon():  # cancel the slot tasks still running, and wait for them to end
+            case steps.Abandon():  # cancel the slot tasks still running, and wait for them to end
                 for task in self._slots:
                     task.cancel()
                 await asyncio.gather(*self._slots, return_exceptions=True)
 
-    async def _serve(self, serve: Serve) -> None:
-        handler, prefix, clock = self.handler, self.transport.prefix, serve.exchange.clock
+    async def _serve(self, serve: steps.Serve) -> None:
+        handler, prefix, clock = self.handler, self.transport.prefix, serve.handoff.clock
         started = clock()
         while True:
             outcome = await outcome_of_await(handler, serve.lease, prefix)

@@ -21,24 +21,12 @@ from harel_sa import settlements
 from harel_sa.events import E, Lease
 from harel_sa.sqlite.transport import SqliteTransport
 from harel_sa.transports import Transport
-from harel_sa.worker import programs
+from harel_sa.worker import programs, steps
 from harel_sa.worker.heartbeat import Heartbeat
 from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
 from harel_sa.worker.outcomes import outcome_of_call
 from harel_sa.worker.runstate import RunState, WorkerStats
-from harel_sa.worker.steps import (
-    Abandon,
-    Action,
-    Handle,
-    Perform,
-    Routine,
-    Serve,
-    Take,
-    Wait,
-    WaitBell,
-    WaitSlots,
-    perform,
-)
+from harel_sa.worker.steps import Routine, Step
 from harel_sa.worker.ticker import Ticker
 
 if TYPE_CHECKING:
@@ -135,38 +123,38 @@ class Worker(Generic[E]):
             run.request_stop()
 
     # -- performing the steps ---------------------------------------------------------------
-    def _perform(self, step: Action) -> None:
+    def _perform(self, step: Step) -> None:
         match step:
-            case Perform():
-                step.result = perform(step.op, self.transport)
-            case Handle():
+            case steps.Perform():
+                step.result = steps.perform(step.op, self.transport)
+            case steps.Handle():
                 step.outcome = outcome_of_call(self.handler, step.lease, self.transport.prefix)
-            case Serve():
+            case steps.Serve():
                 self._serve(step)
-            case Wait():
+            case steps.Wait():
                 event = self._wake if step.wake_on_stop else self._finished
                 if step.listen and self._listens:
                     self._wait_or_hear(event, step.seconds, LISTEN_SLICE)
                 else:  # SQLite's wait_for_messages only sleeps
                     event.wait(step.seconds)
-            case WaitBell():
+            case steps.WaitBell():
                 if step.idle and self._listens:
                     step.heard = self._wait_or_hear(self._bell, step.seconds, IDLE_BELL_SLICE)
                 else:
                     self._bell.wait(step.seconds)
                 self._bell.clear()  # the program looks at the run again next: none is missed
-            case Take():
+            case steps.Take():
                 self._woken.get()
-            case WaitSlots():
+            case steps.WaitSlots():
                 alive = [t for t in self._slots if t.is_alive()]
                 if alive:
                     alive[0].join(step.seconds)
                 step.alive = sum(t.is_alive() for t in self._slots)
-            case Abandon():
+            case steps.Abandon():
                 pass  # slot threads still running are daemons: they end with the process
 
-    def _serve(self, serve: Serve) -> None:
-        handler, prefix, clock = self.handler, self.transport.prefix, serve.exchange.clock
+    def _serve(self, serve: steps.Serve) -> None:
+        handler, prefix, clock = self.handler, self.transport.prefix, serve.handoff.clock
         started = clock()
         while True:
             outcome = outcome_of_call(handler, serve.lease, prefix)

@@ -15,10 +15,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from harel_sa.periodic import Periodic
+from harel_sa.seam import Clock
 
 log = logging.getLogger("harel_sa.worker")
 
@@ -26,8 +27,6 @@ log = logging.getLogger("harel_sa.worker")
 SLICE = 0.25
 #: How long a ticker waits after a failed publish before it tries again.
 RETRY_AFTER = 1.0
-
-Clock = Callable[[], float]
 
 
 class PublishesTicks(Protocol):

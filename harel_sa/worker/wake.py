@@ -1,4 +1,4 @@
-"""Whom a batching run wakes for the leases waiting in its exchange: a policy, apart.
+"""Whom a batching run wakes for the leases waiting in its handoff: a policy, apart.
 
 Waking a slot costs more than a quick handler. After a slow handler (or before any returned)
 each waiting lease wakes a slot of its own. After a quick one (under :data:`QUICK` seconds),

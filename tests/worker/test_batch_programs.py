@@ -11,11 +11,11 @@ from harel_sa import BusyError, Event, InvalidArgumentError, Lease
 from harel_sa.worker import WorkerOptions
 from harel_sa.worker import programs as p
 from harel_sa.worker.batcher import Batcher
-from harel_sa.worker.exchange import Exchange
+from harel_sa.worker.handoff import Handoff
 from harel_sa.worker.operations import Ack, Batch, Done, Nack, Sent
 from harel_sa.worker.outcomes import RETURNED, Outcome, Raised
 from harel_sa.worker.runstate import RunState
-from harel_sa.worker.steps import Action, Perform, Routine, Serve, Take, Wait, WaitBell
+from harel_sa.worker.steps import Perform, Routine, Serve, Step, Take, Wait, WaitBell
 from harel_sa.worker.wake import STALL, Wake
 from tests.conftest import FakeClock
 
@@ -37,14 +37,14 @@ class Team:
     def __init__(self, options: WorkerOptions = OPTIONS, **run: Any) -> None:
         self.run = RunState(options, run.get("max_messages"), run.get("until_empty", False))
         self.clock = FakeClock()
-        self.owner = Batcher(self.run, Exchange(self._ring, self.clock), Wake())
+        self.owner = Batcher(self.run, Handoff(self._ring, self.clock), Wake())
         self.owner.on_wake = self._wake
         self.run.on_stop = self.owner.stop  # as the drivers do
         self.batcher, *self.slots = p.batching(self.run, self.owner)
         self.rang = 0  # the routine's bell
         self.tokens = 0  # wake-ups given, not yet handed to a waiting slot
         self.given = 0  # wake-ups given in all
-        self.at: dict[int, Action | None] = {}
+        self.at: dict[int, Step | None] = {}
         for k in range(1, len(self.slots) + 1):
             self.step(k)
 
@@ -55,7 +55,7 @@ class Team:
         self.tokens += slots
         self.given += slots
 
-    def step(self, k: int) -> Action | None:
+    def step(self, k: int) -> Step | None:
         """Slot ``k`` goes on (its step was performed): its next step."""
         self.at[k] = next(self.slots[k - 1], None)
         return self.at[k]
@@ -78,15 +78,15 @@ class Team:
         acked: tuple[bool, ...] = (),
         *leases: Lease[Event],
         slot: int = 0,
-    ) -> Action | None:
+    ) -> Step | None:
         """Answer the batch ``send`` (the routine's, or slot ``slot``'s): the sender's next
         step (``None``: it ended)."""
         send.result = Sent(acked, leases)
         return self.step(slot) if slot else next(self.batcher, None)
 
-    def finish(self, k: int, outcome: Outcome = RETURNED, seconds: float = 0.0) -> Action | None:
+    def finish(self, k: int, outcome: Outcome = RETURNED, seconds: float = 0.0) -> Step | None:
         """Slot ``k``'s handler ends after ``seconds`` (quick unless told): its next step (the
-        same :class:`Serve`, on the next lease, when the exchange handed one on)."""
+        same :class:`Serve`, on the next lease, when the handoff handed one on)."""
         step = self.at[k]
         assert isinstance(step, Serve), step
         self.clock.advance(seconds)
@@ -95,12 +95,12 @@ class Team:
         return self.step(k)
 
 
-def sending(step: Action | None) -> Perform[Sent]:
+def sending(step: Step | None) -> Perform[Sent]:
     assert isinstance(step, Perform) and isinstance(step.op, Batch), step
     return step
 
 
-def quick_batch_on_slot_3(team: Team) -> Action | None:
+def quick_batch_on_slot_3(team: Team) -> Step | None:
     """Leases 1-3 go to the three slots, whose quick handlers end in turn; slot 3's ack
     completes the batch, which it sends itself and which brings leases 4-6: its next step."""
     team.answer(team.batch(), (), lease(1), lease(2), lease(3))

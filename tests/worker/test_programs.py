@@ -14,7 +14,7 @@ from harel_sa.worker import programs as p
 from harel_sa.worker.operations import Ack, Bury, Claim, Done, Nack
 from harel_sa.worker.outcomes import Interrupted, Raised
 from harel_sa.worker.runstate import RunState
-from harel_sa.worker.steps import Abandon, Action, Handle, Perform, Routine, Wait, WaitSlots
+from harel_sa.worker.steps import Abandon, Handle, Perform, Routine, Step, Wait, WaitSlots
 
 OPTIONS = WorkerOptions(worker_id="w", backoff=Backoff(base=2.0, jitter=0.0), max_deliveries=3)
 
@@ -27,12 +27,12 @@ def new_run(max_messages: int | None = None, until_empty: bool = False) -> RunSt
     return RunState(OPTIONS, max_messages, until_empty)
 
 
-def call(step: Action | None) -> Perform:
+def call(step: Step | None) -> Perform:
     assert isinstance(step, Perform), step
     return step
 
 
-def claimed(program: Routine, taken: Lease[Event] | None) -> Action | None:
+def claimed(program: Routine, taken: Lease[Event] | None) -> Step | None:
     """Answer the claim ``program`` asks for with ``taken``; the next step."""
     step = call(next(program))
     assert isinstance(step.op, Claim)
@@ -40,7 +40,7 @@ def claimed(program: Routine, taken: Lease[Event] | None) -> Action | None:
     return next(program, None)
 
 
-def handled(program: Routine, step: Action | None, outcome: Any = None) -> Perform:
+def handled(program: Routine, step: Step | None, outcome: Any = None) -> Perform:
     """Let the handler ``step`` end with ``outcome`` (default: it returned); the next call."""
     assert isinstance(step, Handle), step
     if outcome is not None:

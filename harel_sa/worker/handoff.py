@@ -3,7 +3,7 @@
 The batcher (:mod:`~harel_sa.worker.batcher`) puts the leases it claimed; a slot takes one,
 runs its handler and gives the lease back when the handler returned (its ack is the batcher's
 to send) or says it ``freed`` its slot (it settled the lease itself), taking the next lease in
-the same section. The exchange decides nothing: the batcher ``arm``\\s it with how many
+the same section. The handoff decides nothing: the batcher ``arm``\\s it with how many
 outcomes make its acks due, and is told (:data:`DUE`, or its bell) when that many are back.
 """
 
@@ -16,19 +16,19 @@ from typing import Any
 
 from harel_sa.events import Lease
 
-#: :meth:`Exchange.take`: no lease waits; wait for a wake-up, then take again.
+#: :meth:`Handoff.take`: no lease waits; wait for a wake-up, then take again.
 WAIT = "wait"
-#: :meth:`Exchange.give`: the batcher is done; the ack is the slot's to send.
+#: :meth:`Handoff.give`: the batcher is done; the ack is the slot's to send.
 CLOSED = "closed"
-#: :meth:`Exchange.give`: the acks are due and no lease waits for this slot: it is to take
+#: :meth:`Handoff.give`: the acks are due and no lease waits for this slot: it is to take
 #: the batcher's turn (or ring its bell).
 DUE = "due"
 _NEVER = 1 << 30
 
 
-class Exchange:
+class Handoff:
     """Leases out (no more than the free slots: the batcher claims for those only), acks
-    back, under the exchange's own lock."""
+    back, under the handoff's own lock."""
 
     def __init__(self, ring: Callable[[], None], clock: Callable[[], float]) -> None:
         self._lock = threading.Lock()
