@@ -29,8 +29,8 @@ CHILD = r"""
 import sys, tempfile
 arm = sys.argv[3]
 if arm == "wake":
-    import harel_sa.worker.steps as steps
-    steps.QUICK = -1.0
+    import harel_sa.worker.wake as wake
+    wake.QUICK = -1.0
 elif arm == "turn":
     import harel_sa.worker.programs as programs
 

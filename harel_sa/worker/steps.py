@@ -18,7 +18,7 @@ from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
 from harel_sa.worker.handoff import DUE, Handoff
 from harel_sa.worker.outcomes import RETURNED, Outcome
-from harel_sa.worker.wake import QUICK, Wake
+from harel_sa.worker.wake import Wake
 
 if TYPE_CHECKING:
     from harel_sa.worker.operations import AsyncWorkerTransport, WorkerTransport
@@ -100,7 +100,7 @@ class Serve:
     def ended(self, outcome: Outcome, seconds: float, now: float) -> bool:
         """The handler of ``lease`` ended with ``outcome`` after ``seconds``: ``True`` when
         the slot stops serving (``after`` says why); else ``lease`` is the next one."""
-        self.wake.quick = seconds < QUICK
+        self.wake.ended(seconds)
         run = self.run
         run.handler_took(seconds)
         if outcome is not RETURNED:

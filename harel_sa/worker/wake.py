@@ -14,10 +14,14 @@ STALL = 0.01
 
 
 class Wake:
-    """The policy; ``quick`` is set by the slots after each handler (a plain attribute)."""
+    """The policy; ``quick``: the last handler to end was quick (:meth:`ended`)."""
 
     def __init__(self) -> None:
         self.quick = False
+
+    def ended(self, seconds: float) -> None:
+        """A slot's handler ended after ``seconds`` (a plain store: no lock on a slot's path)."""
+        self.quick = seconds < QUICK
 
     def on_put(self, waiting: int, woken: int, busy: int) -> int:
         """``waiting`` leases wait (``woken`` slots are on their way to them, one more when
