@@ -74,12 +74,12 @@ class RunState:
         self._observer = options.observer
         self.lock = threading.RLock()  # RLock: a signal handler may stop mid-section
         self._budget = max_messages
-        self._until_empty = until_empty
+        self.until_empty = until_empty
         # Keyed by lease token: unique in this process (``events.tokens``), cheaper than
         # ``locked_by``.
         self._held: dict[str, Lease[Any]] = {}
         self.in_handlers = 0  # leases handed to a handler and not back (under the lock)
-        self._by_handler: dict[str, tuple[How, float]] = {}  # settled by their own handler
+        self._by_handler: dict[str, How] = {}  # settled by their own handler
         self._lost: set[str] = set()
         self._counts = {f.name: 0 for f in fields(WorkerStats)}
         self.stopping = False
@@ -88,10 +88,6 @@ class RunState:
         self._deadline: float | None = None
         self._settle_by: float | None = None
         self.on_stop: Callable[[], None] = _nothing  # the driver's wake-up (and the batcher's)
-
-    @property
-    def until_empty(self) -> bool:
-        return self._until_empty
 
     def started(self, database: str, prefix: str, kind: str) -> None:
         """The INFO line every run starts with."""
@@ -214,7 +210,7 @@ class RunState:
         """
         self.unreserve()
         with self.lock:
-            if self.stopping or (self._until_empty and not self._held):
+            if self.stopping or (self.until_empty and not self._held):
                 return None
         return self.options.poll_interval
 
@@ -229,10 +225,11 @@ class RunState:
             self.in_handlers += 1
 
     def settled_by_handler(self, lease: Lease[Any], how: How, delay: float) -> None:
-        """The handler itself acked, nacked or dead-lettered ``lease`` (and it took)."""
+        """The handler itself acked, nacked or dead-lettered ``lease`` (and it took).
+        ``delay`` (a nack's) is unused: it is in the settlements watcher's signature."""
         with self.lock:
             if self._held.pop(lease.token, None) is not None:
-                self._by_handler[lease.token] = (how, delay)
+                self._by_handler[lease.token] = how
 
     def plan(self, lease: Lease[Any], outcome: Outcome, seconds: float | None) -> Verdict | None:
         """The handler of ``lease`` ended with ``outcome`` after ``seconds`` (``None``: told
@@ -246,7 +243,7 @@ class RunState:
         if seconds is not None:
             self.handler_took(seconds)
         if own is not None:
-            self._settled_by_handler(lease, *own)
+            self._count_handlers_own(lease, own)
             return None
         if isinstance(outcome, Returned):  # a batching run claims in batches, never fused
             return Ack(lease, self.options, fused=not self.options.batching and self.reserve())
@@ -259,7 +256,7 @@ class RunState:
             self._count(counted)
         return op
 
-    def _leave(self, lease: Lease[Any]) -> tuple[How, float] | None:
+    def _leave(self, lease: Lease[Any]) -> How | None:
         """Under the lock: the handler of ``lease`` is over; the lease is no longer held.
         What the handler did to it itself, if anything."""
         self.in_handlers -= 1
@@ -272,7 +269,7 @@ class RunState:
         set, in one section; those whose handler settled its lease itself are counted. The
         leases whose ack is still to send."""
         kept: list[Lease[Any]] = []
-        own: list[tuple[Lease[Any], tuple[How, float]]] = []
+        own: list[tuple[Lease[Any], How]] = []
         with self.lock:
             for lease in leases:
                 settled = self._leave(lease)
@@ -280,14 +277,15 @@ class RunState:
                     kept.append(lease)
                 else:
                     own.append((lease, settled))
-        for lease, (how, delay) in own:
-            self._settled_by_handler(lease, how, delay)
+        for lease, how in own:
+            self._count_handlers_own(lease, how)
         return kept
 
     def handler_took(self, seconds: float) -> None:
         self._observer.handler_duration(seconds)
 
-    def _settled_by_handler(self, lease: Lease[Any], how: How, delay: float) -> None:
+    def _count_handlers_own(self, lease: Lease[Any], how: How) -> None:
+        """The handler of ``lease`` settled it itself (``how``): count that."""
         what = {"acked": "succeeded", "nacked": "retried", "dead_lettered": "dead_lettered"}
         self._count(what[how])
         log.debug(
