@@ -15,7 +15,7 @@ import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any, Generic, Unpack, cast
+from typing import TYPE_CHECKING, Any, Generic, Unpack, assert_never, cast
 
 from harel_sa import settlements
 from harel_sa.async_transports import AsyncTransport
@@ -169,6 +169,8 @@ class AsyncWorker(Generic[E]):
                 for task in self._slots:
                     task.cancel()
                 await asyncio.gather(*self._slots, return_exceptions=True)
+            case _:
+                assert_never(step)
 
     async def _serve(self, serve: steps.Serve) -> None:
         handler, prefix, clock = self.handler, self.transport.prefix, serve.handoff.clock

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Generic, Unpack, cast
+from typing import TYPE_CHECKING, Generic, Unpack, assert_never, cast
 
 from harel_sa import settlements
 from harel_sa.events import E, Lease
@@ -152,6 +152,8 @@ class Worker(Generic[E]):
                 step.alive = sum(t.is_alive() for t in self._slots)
             case steps.Abandon():
                 pass  # slot threads still running are daemons: they end with the process
+            case _:
+                assert_never(step)
 
     def _serve(self, serve: steps.Serve) -> None:
         handler, prefix, clock = self.handler, self.transport.prefix, serve.handoff.clock
