@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
 from harel_sa.worker.runstate import RunState
+from harel_sa.worker.side import SideThread
 
 log = logging.getLogger("harel_sa.worker")
 
@@ -51,7 +51,7 @@ class LoopProbe:
         self._sent = None
 
 
-class Heartbeat:
+class Heartbeat(SideThread):
     """Extends ``run``'s held leases with ``extend`` every ``heartbeat_period`` until
     :meth:`stop`; ``probe``, if given, watches the event loop (``through_loop``: ``extend``
     itself needs that loop)."""
@@ -63,27 +63,15 @@ class Heartbeat:
         probe: LoopProbe | None = None,
         through_loop: bool = False,
     ) -> None:
+        super().__init__("harel_sa-heartbeat")
         self.run, self.extend, self.probe = run, extend, probe
         self.through_loop = through_loop  # extends wait for the loop (no sync twin)
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="harel_sa-heartbeat", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Ask the thread to end (after the extend in progress, if any); :meth:`join` waits."""
-        self._stopped.set()
-
-    def join(self) -> None:
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _beat(self) -> None:
+    def main(self) -> None:
         period = self.run.options.heartbeat_period
         last = time.monotonic()  # when the previous beat started
         try:
-            while not self._stopped.wait(max(0.0, last + period - time.monotonic())):
+            while not self.stopped.wait(max(0.0, last + period - time.monotonic())):
                 started = time.monotonic()
                 if started - last > period * 1.5:
                     log.warning(
@@ -114,7 +102,7 @@ class Heartbeat:
 
     def _extend_all(self) -> None:
         for lease in self.run.held():
-            if self._stopped.is_set():
+            if self.stopped.is_set():
                 return
             try:
                 ok = self.extend(lease)

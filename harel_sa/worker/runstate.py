@@ -127,8 +127,7 @@ class RunState:
         """``run()`` itself was interrupted (``KeyboardInterrupt``, cancelled) while waiting:
         no grace; what is held is released, then ``run()`` re-raises ``error``."""
         with self.lock:
-            if self.fatal is None:
-                self.fatal = error
+            self._keep_fatal(error)
             self.stopping = True
             self._deadline = self._settle_by = time.monotonic()
         log.warning("run interrupted (%s): releasing what is held now", type(error).__name__)
@@ -458,6 +457,13 @@ class RunState:
         """Tell the observer of ``n`` more of ``what``, one call each."""
         for _ in range(n):
             self._observer.count(what)
+
+    def result(self) -> WorkerStats:
+        """What ``run()`` returns once over: the stats; or it raises the error that must leave
+        ``run()`` (:attr:`fatal`)."""
+        if self.fatal is not None:
+            raise self.fatal
+        return self.stats()
 
     def stats(self) -> WorkerStats:
         with self.lock:

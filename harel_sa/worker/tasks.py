@@ -28,6 +28,7 @@ from harel_sa.worker.heartbeat import Heartbeat, LoopProbe
 from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
 from harel_sa.worker.outcomes import outcome_of_await
 from harel_sa.worker.runstate import RunState, WorkerStats
+from harel_sa.worker.side import SideThread
 from harel_sa.worker.steps import Routine, Step
 from harel_sa.worker.threads import SIGNALS, _both, on_main_thread
 from harel_sa.worker.ticker import Ticker, transport_clock
@@ -91,40 +92,37 @@ class AsyncWorker(Generic[E]):
         # What the heartbeat's and the ticker's threads call.
         calls = twin if twin is not None else ThroughLoop(self.transport, loop)
         visibility = self.options.visibility
-        beat = Heartbeat(
-            run,
-            lambda lease: calls.extend(lease, visibility),
-            LoopProbe(loop),
-            through_loop=twin is None,
-        )
-        periodic = self.options.periodic
-        clock = transport_clock(self.transport)
-        ticker = Ticker(calls, periodic, clock) if periodic else None
+        side: list[SideThread] = [
+            Heartbeat(
+                run,
+                lambda lease: calls.extend(lease, visibility),
+                LoopProbe(loop),
+                through_loop=twin is None,
+            )
+        ]
+        if self.options.periodic:
+            clock = transport_clock(self.transport)
+            side.append(Ticker(calls, self.options.periodic, clock))
         run.started(self.transport.database, self.transport.prefix, "asyncio tasks")
         try:
             with _loop_signals(self.handle_signals, loop, run):
                 self._slots = [
                     asyncio.create_task(self._drive_slot(run, program)) for program in routines
                 ]
-                beat.start()
-                if ticker is not None:
-                    ticker.start()
+                for thread in side:
+                    thread.start()
                 await self._drive(programs.supervise(run))
         finally:
             self._finished.set()
-            # Both asked at once: a cancel while they are joined leaves neither running on.
-            if ticker is not None:
-                ticker.stop()
-            beat.stop()
-            if ticker is not None:
-                await asyncio.to_thread(ticker.join)
-            await asyncio.to_thread(beat.join)
+            # All asked at once: a cancel while they are joined leaves none running on.
+            for thread in side:
+                thread.stop()
+            for thread in side:
+                await asyncio.to_thread(thread.join)
             if twin is not None:
                 twin.close()
             self._run = None
-        if run.fatal is not None:
-            raise run.fatal
-        return run.stats()
+        return run.result()
 
     def stop(self) -> None:
         """As :meth:`Worker.stop <harel_sa.Worker.stop>`; safe from any thread (it hops onto

@@ -26,6 +26,7 @@ from harel_sa.worker.heartbeat import Heartbeat
 from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
 from harel_sa.worker.outcomes import outcome_of_call
 from harel_sa.worker.runstate import RunState, WorkerStats
+from harel_sa.worker.side import SideThread
 from harel_sa.worker.steps import Routine, Step
 from harel_sa.worker.ticker import Ticker
 
@@ -93,27 +94,25 @@ class Worker(Generic[E]):
         routines, on_stop = programs.team(run, self._bell.set, self._wake_slots)
         run.on_stop = lambda: _both(self._wake.set, on_stop)
         self._run = run
-        beat = Heartbeat(run, lambda lease: self.transport.extend(lease, self.options.visibility))
-        ticker = Ticker(self.transport, self.options.periodic) if self.options.periodic else None
+        side: list[SideThread] = [
+            Heartbeat(run, lambda lease: self.transport.extend(lease, self.options.visibility))
+        ]
+        if self.options.periodic:
+            side.append(Ticker(self.transport, self.options.periodic))
         run.started(self.transport.database, self.transport.prefix, "threads")
         try:
             with _signals(self.handle_signals, run):
                 self._slots = [self._start(run, program) for program in routines]
-                beat.start()
-                if ticker is not None:
-                    ticker.start()
+                for thread in side:
+                    thread.start()
                 self._drive(programs.supervise(run))
         finally:
             self._finished.set()
-            if ticker is not None:
-                ticker.stop()
-                ticker.join()
-            beat.stop()
-            beat.join()
+            for thread in side:
+                thread.stop()
+                thread.join()
             self._run = None
-        if run.fatal is not None:
-            raise run.fatal
-        return run.stats()
+        return run.result()
 
     def stop(self) -> None:
         """Stop the run in progress (safe from any thread and from a signal handler); a second

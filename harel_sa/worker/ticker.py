@@ -13,13 +13,13 @@ tick from before the ticker started publishes only as such a catch-up: a new sch
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Sequence
 from typing import Protocol
 
 from harel_sa.periodic import Periodic
 from harel_sa.seam import Clock
+from harel_sa.worker.side import SideThread
 
 log = logging.getLogger("harel_sa.worker")
 
@@ -41,21 +41,20 @@ def transport_clock(transport: object) -> Clock:
     return clock if callable(clock) else time.time
 
 
-class Ticker:
+class Ticker(SideThread):
     """Publishes ``schedules`` through ``transport``; :meth:`start` runs it on a thread until
     :meth:`stop`. ``clock``: the transport's (see :func:`transport_clock`) unless given."""
 
     def __init__(
         self, transport: PublishesTicks, schedules: Sequence[Periodic], clock: Clock | None = None
     ) -> None:
+        super().__init__("harel_sa-ticker")
         self.transport = transport
         self.schedules = tuple(schedules)
         self.clock = clock or transport_clock(transport)
         self.started = self.clock()
         self.done: dict[str, float] = {}  # the last tick this ticker published or saw done
         self.failing = False
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="harel_sa-ticker", daemon=True)
 
     def due(self, now: float) -> list[tuple[Periodic, float, bool]]:
         """``(schedule, tick, catch_up)`` for each schedule whose last tick at or before
@@ -107,18 +106,7 @@ class Ticker:
                 published.append((schedule.name, tick))
         return published
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Ask the thread to end (after the publish in progress, if any); :meth:`join` waits."""
-        self._stopped.set()
-
-    def join(self) -> None:
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _loop(self) -> None:
-        while not self._stopped.is_set():
+    def main(self) -> None:
+        while not self.stopped.is_set():
             self.step(keep_going=True)
-            self._stopped.wait(self.sleep())
+            self.stopped.wait(self.sleep())
