@@ -108,8 +108,9 @@ class Worker(Generic[E]):
                 self._drive(programs.supervise(run))
         finally:
             self._finished.set()
-            for thread in side:
+            for thread in side:  # all asked first, as AsyncWorker does: they end side by side
                 thread.stop()
+            for thread in side:
                 thread.join()
             self._run = None
         return run.result()
