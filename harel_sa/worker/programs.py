@@ -17,15 +17,15 @@ from typing import Any, TypeVar, cast
 from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
 from harel_sa.worker.batcher import Batcher
-from harel_sa.worker.handoff import WAIT, Handoff
+from harel_sa.worker.handoff import CLOSED, DUE, WAIT, Handoff
 from harel_sa.worker.operations import Claim, Done, Nack, Settle, Verdict
+from harel_sa.worker.outcomes import RETURNED
 from harel_sa.worker.runstate import RunState
 from harel_sa.worker.steps import (
     Abandon,
     Handle,
     Perform,
     Routine,
-    Serve,
     Step,
     Take,
     Wait,
@@ -134,10 +134,11 @@ def sent(
 
 def batching_slot(run: RunState, handoff: Handoff, owner: Batcher) -> Routine:
     """A slot of a batching run: take a lease from the handoff (waiting for a wake-up while
-    none waits), handle it, give it back when its handler returned (its ack is the batcher's)
-    and go on with the next; a nack or a dead letter it sends itself. When its ack makes the
-    acks due with no lease left for it, it takes the batcher's turn and sends them itself.
-    Until the batcher ends."""
+    none waits) and handle it; when its handler returned, give it back (its ack is the
+    batcher's) and go on with the lease the handoff hands on; a nack or a dead letter it
+    sends itself. When its ack makes the acks due with no lease left for it, it takes the
+    batcher's turn and sends them itself. Until the batcher ends."""
+    clock = handoff.clock
     lease = handoff.take()
     while True:
         while lease == WAIT:
@@ -146,15 +147,24 @@ def batching_slot(run: RunState, handoff: Handoff, owner: Batcher) -> Routine:
         if not isinstance(lease, Lease):
             return
         run.handling()
-        serve = Serve(lease, handoff, owner.wake, run)
-        yield serve
-        if serve.due:
+        step = Handle(lease)
+        started = clock()
+        yield step
+        now = clock()
+        owner.wake.ended(now - started)
+        run.handler_took(now - started)
+        # A handler that raised leaves its message to the slot, as a closed handoff does.
+        given = handoff.give(lease, now) if step.outcome is RETURNED else CLOSED
+        if isinstance(given, Lease):
+            lease = given
+            continue
+        if given == DUE:
             if owner.take_turn():
                 yield from turn(run, owner)
             else:  # its holder looks again when it lets go; the bell is for the routine
                 handoff.ring()
-        elif serve.after is not None:
-            op = run.plan(serve.lease, serve.after, None)  # Serve told its time
+        elif given == CLOSED:
+            op = run.plan(lease, step.outcome, None)  # its time is told
             if op is not None:
                 yield from settle(run, op)
             handoff.freed()

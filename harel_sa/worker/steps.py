@@ -1,4 +1,4 @@
-"""What a worker's programs ask their driver to do: eight kinds of step, each plain data.
+"""What a worker's programs ask their driver to do: seven kinds of step, each plain data.
 
 A program (:mod:`~harel_sa.worker.programs`) yields a step; the driver performs it
 (``Worker._perform`` on a thread, ``AsyncWorker._perform`` awaited on the loop) and stores the
@@ -16,13 +16,10 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from harel_sa import settlements
 from harel_sa.errors import HarelSAError
 from harel_sa.events import Lease
-from harel_sa.worker.handoff import DUE, Handoff
 from harel_sa.worker.outcomes import RETURNED, Outcome
-from harel_sa.worker.wake import Wake
 
 if TYPE_CHECKING:
     from harel_sa.worker.operations import AsyncWorkerTransport, WorkerTransport
-    from harel_sa.worker.runstate import RunState
 
 R = TypeVar("R", covariant=True)
 T = TypeVar("T")
@@ -83,44 +80,6 @@ class Handle:
 
 
 @dataclass(slots=True)
-class Serve:
-    """A batching slot's handlers: run the handler on ``lease``, give it back to the
-    ``handoff`` when it returned, and go on with the next lease it hands on (the driver calls
-    :meth:`ended` after each) -> ``after``: the outcome of the last lease when it was not given
-    back (it raised, or the batcher is done), else ``None``; ``due``: its ack made the acks due
-    with no lease left for the slot. A run of quick handlers costs one step, not one a message."""
-
-    lease: Lease[Any]
-    handoff: Handoff
-    wake: Wake
-    run: RunState
-    after: Outcome | None = None
-    due: bool = False
-
-    def ended(self, outcome: Outcome, seconds: float, now: float) -> bool:
-        """The handler of ``lease`` ended with ``outcome`` after ``seconds``: ``True`` when
-        the slot stops serving (``after`` says why); else ``lease`` is the next one."""
-        self.wake.ended(seconds)
-        run = self.run
-        run.handler_took(seconds)
-        if outcome is not RETURNED:
-            self.after = outcome
-            return True
-        following = self.handoff.give(self.lease, now)
-        if following is None:
-            return True
-        if isinstance(following, str):
-            if following == DUE:
-                self.due = True
-            else:  # CLOSED: the ack is the slot's to send
-                self.after = outcome
-            return True
-        run.handling()
-        self.lease = following
-        return False
-
-
-@dataclass(slots=True)
 class Wait:
     """Wait ``seconds``; end early when the worker stops (``wake_on_stop``) or is done, or
     (``listen``) when the transport's ``wait_for_messages`` hears of a message."""
@@ -163,5 +122,5 @@ class Abandon:
     """Give up on the slots still running: cancel them (tasks) or leave them (threads)."""
 
 
-Step = Perform[Any] | Handle | Serve | Wait | WaitBell | Take | WaitSlots | Abandon
+Step = Perform[Any] | Handle | Wait | WaitBell | Take | WaitSlots | Abandon
 Routine = Generator[Step, None, None]

@@ -147,8 +147,6 @@ class AsyncWorker(Generic[E]):
             case steps.Handle():
                 prefix = self.transport.prefix
                 step.outcome = await outcome_of_await(self.handler, step.lease, prefix)
-            case steps.Serve():
-                await self._serve(step)
             case steps.Wait():
                 event = self._wake if step.wake_on_stop else self._finished
                 await self._wait_or_hear(event, step.seconds, step.listen)
@@ -169,16 +167,6 @@ class AsyncWorker(Generic[E]):
                 await asyncio.gather(*self._slots, return_exceptions=True)
             case _:
                 assert_never(step)
-
-    async def _serve(self, serve: steps.Serve) -> None:
-        handler, prefix, clock = self.handler, self.transport.prefix, serve.handoff.clock
-        started = clock()
-        while True:
-            outcome = await outcome_of_await(handler, serve.lease, prefix)
-            now = clock()
-            if serve.ended(outcome, now - started, now):
-                return
-            started = now
 
     async def _wait_or_hear(self, event: asyncio.Event, seconds: float, listen: bool) -> bool:
         """Wait up to ``seconds`` for ``event`` or, when ``listen`` and the transport hears of

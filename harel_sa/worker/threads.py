@@ -129,8 +129,6 @@ class Worker(Generic[E]):
                 step.result = steps.perform(step.op, self.transport)
             case steps.Handle():
                 step.outcome = outcome_of_call(self.handler, step.lease, self.transport.prefix)
-            case steps.Serve():
-                self._serve(step)
             case steps.Wait():
                 event = self._wake if step.wake_on_stop else self._finished
                 if step.listen and self._listens:
@@ -154,16 +152,6 @@ class Worker(Generic[E]):
                 pass  # slot threads still running are daemons: they end with the process
             case _:
                 assert_never(step)
-
-    def _serve(self, serve: steps.Serve) -> None:
-        handler, prefix, clock = self.handler, self.transport.prefix, serve.handoff.clock
-        started = clock()
-        while True:
-            outcome = outcome_of_call(handler, serve.lease, prefix)
-            now = clock()
-            if serve.ended(outcome, now - started, now):
-                return
-            started = now
 
     def _wait_or_hear(self, event: threading.Event, seconds: float, piece: float) -> bool:
         """Wait up to ``seconds`` for ``event`` or for the transport to hear of a message

@@ -15,7 +15,7 @@ from harel_sa.worker.handoff import Handoff
 from harel_sa.worker.operations import Ack, Batch, Done, Nack, Sent
 from harel_sa.worker.outcomes import RETURNED, Outcome, Raised
 from harel_sa.worker.runstate import RunState
-from harel_sa.worker.steps import Perform, Routine, Serve, Step, Take, Wait, WaitBell
+from harel_sa.worker.steps import Handle, Perform, Routine, Step, Take, Wait, WaitBell
 from harel_sa.worker.wake import STALL, Wake
 from tests.conftest import FakeClock
 
@@ -66,7 +66,7 @@ class Team:
         while self.tokens and (waiting := [k for k, s in self.at.items() if isinstance(s, Take)]):
             self.tokens -= 1
             self.step(waiting[0])
-        return {s.lease.seq: k for k, s in self.at.items() if isinstance(s, Serve)}
+        return {s.lease.seq: k for k, s in self.at.items() if isinstance(s, Handle)}
 
     def batch(self) -> Perform[Sent]:
         """The routine's next step: it must be a batch."""
@@ -85,13 +85,12 @@ class Team:
         return self.step(slot) if slot else next(self.batcher, None)
 
     def finish(self, k: int, outcome: Outcome = RETURNED, seconds: float = 0.0) -> Step | None:
-        """Slot ``k``'s handler ends after ``seconds`` (quick unless told): its next step (the
-        same :class:`Serve`, on the next lease, when the handoff handed one on)."""
+        """Slot ``k``'s handler ends with ``outcome`` after ``seconds`` (quick unless told): its
+        next step (a :class:`Handle` of the next lease, when the handoff handed one on)."""
         step = self.at[k]
-        assert isinstance(step, Serve), step
+        assert isinstance(step, Handle), step
+        step.outcome = outcome
         self.clock.advance(seconds)
-        if not step.ended(outcome, seconds, self.clock()):
-            return step
         return self.step(k)
 
 
@@ -131,7 +130,7 @@ def test_after_quick_handlers_the_slot_that_sends_a_batch_takes_its_leases_alone
     assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(STALL)
     team.rang = 0
     for seq in (4, 5, 6):  # slot 3 takes lease after lease, its handlers being quick
-        assert isinstance(step, Serve) and step.lease.seq == seq
+        assert isinstance(step, Handle) and step.lease.seq == seq
         step = team.finish(3)
     assert sending(step).op == Batch((lease(4), lease(5), lease(6)), OPTIONS, 3)
     assert team.given == 3 and team.rang == 0
@@ -140,7 +139,7 @@ def test_after_quick_handlers_the_slot_that_sends_a_batch_takes_its_leases_alone
 def test_a_lease_left_waiting_by_a_handler_turned_slow_gets_a_slot_after_stall() -> None:
     team = Team()
     step = quick_batch_on_slot_3(team)
-    assert isinstance(step, Serve) and step.lease.seq == 4  # this handler hangs
+    assert isinstance(step, Handle) and step.lease.seq == 4  # this handler hangs
     watch = next(team.batcher)  # the routine looks, and watches the leases waiting
     assert isinstance(watch, WaitBell) and watch.seconds == pytest.approx(STALL)
     team.clock.advance(STALL / 2)
@@ -208,7 +207,7 @@ def test_while_a_slot_sends_a_batch_the_acks_due_meanwhile_go_next_from_it() -> 
     assert isinstance(nap, WaitBell) and nap.seconds == STALL
     second = sending(team.answer(first, (True,), lease(4), slot=1))
     assert second.op == Batch((lease(2),), options, 1)  # the holder sends what came
-    assert isinstance(team.answer(second, (True,), lease(5), slot=1), Serve)
+    assert isinstance(team.answer(second, (True,), lease(5), slot=1), Handle)
     assert team.run.stats().succeeded == 2
 
 
@@ -237,7 +236,7 @@ def test_a_stop_releases_the_leases_that_no_slot_had_started() -> None:
     team = Team()
     team.answer(team.batch(), (), lease(1), lease(2), lease(3))
     started = team.step(1)  # slot 1 starts its handler; the slots woken have not run yet
-    assert isinstance(started, Serve)
+    assert isinstance(started, Handle)
     team.run.request_stop()
     assert team.drive() == {1: 1}  # the slots woken find nothing handed out any more
     send = sending(team.finish(1))  # the ack of the one handled, without a claim: stopping
@@ -377,7 +376,7 @@ def test_a_deep_group_goes_lease_after_lease_on_one_slot_without_waking_the_rout
         send = sending(team.finish(k))  # the slot sends its ack fused with the next claim
         assert send.op.limit == 1  # during the idle poll: no more leases than it acks
         step = team.answer(send, (True,), lease(seq), slot=k)  # short again: one lease
-        assert isinstance(step, Serve) and step.lease.seq == seq  # the same slot handles it
+        assert isinstance(step, Handle) and step.lease.seq == seq  # the same slot handles it
     assert team.rang == 0  # the routine is not woken for the slot's batches
     assert team.given == 1  # nor another slot: the sender takes its one lease itself
     assert team.run.stats().succeeded == 3
@@ -389,13 +388,13 @@ def test_a_slot_goes_on_after_a_failed_handler_and_gathers_the_next_ack() -> Non
     team = Team()
     team.answer(team.batch(), (), lease(1), lease(2), lease(3))
     first = team.step(1)
-    assert isinstance(first, Serve)
+    assert isinstance(first, Handle)
     retry = team.finish(1, Raised(ValueError("boom")))  # the first handler fails: a nack
     assert isinstance(retry, Perform) and isinstance(retry.op, Nack)
     retry.result = Done(True)
     second = team.step(1)
-    assert isinstance(second, Serve) and second.lease.seq == 2
-    assert isinstance(team.finish(1, seconds=SLOW), Serve)  # its ack is given back
+    assert isinstance(second, Handle) and second.lease.seq == 2
+    assert isinstance(team.finish(1, seconds=SLOW), Handle)  # its ack is given back
     stats = team.run.stats()
     assert (stats.failed, stats.succeeded) == (1, 0)
     next(team.batcher)
