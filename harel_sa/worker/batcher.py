@@ -1,11 +1,9 @@
 """A batching run's batcher: the one owner of its batch state (its routine: ``programs``).
 
-It claims up to ``batch`` leases for the free slots (``claim_many``) into the
-:class:`~harel_sa.worker.handoff.Handoff`, collects the acks the slots give back, and sends
-them fused with the claim for the slots they free (``ack_many_and_claim_many``) once due: no
-lease out is still with a handler, ``batch`` acks wait, the oldest waited ``ack_wait``, or the
-run stops. Nacks and dead letters are single calls, made by their slot. The state is touched
-only by the holder of the *turn*: the routine (its bell, its timers), or the slot whose ack made
+It claims leases for the free slots into the :class:`~harel_sa.worker.handoff.Handoff`, collects
+the acks given back, and sends them fused with the claim for the slots they free once due: no
+lease out is with a handler, ``batch`` acks wait, the oldest waited ``ack_wait``, or the run
+stops. Only the holder of the *turn* touches the state: the routine, or the slot whose ack made
 the acks due with no lease left for it, which sends them itself rather than wake a thread.
 """
 
@@ -48,9 +46,9 @@ class Batcher:
         return self._turn.acquire(blocking=False)
 
     def let_go(self, now: float, taking: int = 0) -> bool:
-        """Give the turn back, the handoff armed; ring the batcher's routine when it sleeps
-        past what is now due (``taking``: leases waiting that the holder takes itself next).
-        ``True``: the acks came due meanwhile (take it again)."""
+        """Give the turn back, the handoff armed; ring the routine when it sleeps past what is
+        now due (``taking``: waiting leases the holder takes next). ``True``: the acks came due
+        meanwhile (take it again)."""
         if self.acks:
             ring_at = min(self.out, self.size - len(self.acks))
         elif self.wake.quick and self.out and not self.run.stopping:
@@ -64,8 +62,7 @@ class Batcher:
         return self.handoff.arm(max(ring_at, 1))
 
     def collect(self) -> None:
-        """Take what the slots gave back: their acks (those whose handler did not settle its
-        lease itself) to send, and the slots they freed."""
+        """Take what the slots gave back: the acks to send, and the slots freed."""
         acks, freed, first_at = self.handoff.collect()
         self.out -= len(acks) + freed
         if acks:
@@ -86,10 +83,9 @@ class Batcher:
         )
 
     def next_batch(self, now: float) -> Batch | None:
-        """The batch to send now, if any: the due acks (up to ``batch``) with the claim for
-        the slots free; or, with no acks waiting, a claim for them. Until the idle poll after
-        a short claim, a claim asks for no more leases than it acks (the acked groups' next
-        messages: a deep group's batch walks no further than its one head)."""
+        """The batch to send now, if any: the due acks with the claim for the free slots, or a
+        claim alone. Until the idle poll after a short claim, it claims no more leases than it
+        acks (the acked groups' next messages)."""
         if self.due(now):
             acks = tuple(self.acks[: self.size])
             del self.acks[: self.size]
@@ -114,8 +110,8 @@ class Batcher:
         return limit
 
     def landed(self, batch: Batch, sent: Sent, seconds: float, by_slot: bool) -> None:
-        """``batch`` committed with ``sent``: count it; its leases go to the slots (a stop
-        meanwhile leaves them held, to be released); a slot that sent it takes one itself."""
+        """``batch`` committed with ``sent``: count it; its leases go to the slots (a slot that
+        sent it takes one itself; after a stop they stay held, to be released)."""
         run = self.run
         unclaimed = batch.limit - len(sent.leases) if batch.limit else 0
         run.landed(batch.leases, sent.acked, batch.name, sent.leases, unclaimed, seconds)
@@ -130,8 +126,7 @@ class Batcher:
             self._rouse(self.wake.on_put(ex.put(sent.leases), ex.woken + by_slot, busy))
 
     def wake_by(self, now: float, taking: int = 0) -> float:
-        """When the batcher's routine must look again at the latest: the oldest ack's
-        ``ack_wait``, the idle poll's end, its watch, or a guard."""
+        """When the routine must look again at the latest."""
         run = self.run
         if not self.claiming or run.stopping:
             until = now + LOOK_AGAIN
@@ -147,8 +142,8 @@ class Batcher:
         return until if watch is None else min(until, now + max(watch, 0.001))
 
     def sleep(self, now: float) -> WaitBell | None:
-        """The routine's wait, holding the turn (``None``: the batcher ends): slots for the
-        leases that stalled first."""
+        """The routine's wait, holding the turn, after waking slots for stalled leases
+        (``None``: the batcher ends)."""
         run, ex = self.run, self.handoff
         if (not self.claiming or run.stopping) and (
             not (self.out or self.acks) or run.grace_left() == 0

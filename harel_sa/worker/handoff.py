@@ -1,10 +1,8 @@
 """The two channels between a batching run's batcher and its slots: leases out, acks back.
 
-The batcher (:mod:`~harel_sa.worker.batcher`) puts the leases it claimed; a slot takes one,
-runs its handler and gives the lease back when the handler returned (its ack is the batcher's
-to send) or says it ``freed`` its slot (it settled the lease itself), taking the next lease in
-the same section. The handoff decides nothing: the batcher ``arm``\\s it with how many
-outcomes make its acks due, and is told (:data:`DUE`, or its bell) when that many are back.
+A slot takes a lease, and gives it back when its handler returned (taking the next in the same
+section) or says it ``freed`` its slot. The handoff decides nothing: the batcher ``arm``\\s it
+with how many outcomes make its acks due, and is told (:data:`DUE`, or its bell) when they are.
 """
 
 from __future__ import annotations
@@ -61,9 +59,9 @@ class Handoff:
             return WAIT
 
     def give(self, lease: Lease[Any], now: float) -> Lease[Any] | str | None:
-        """The handler of ``lease`` returned at ``now``: its ack goes back to the batcher.
-        The next lease if one waits (the bell is rung when the acks are due meanwhile);
-        :data:`DUE` when they are due and none waits; :data:`CLOSED`; else ``None``."""
+        """The handler of ``lease`` returned at ``now``: its ack goes to the batcher. The next
+        lease if one waits (ringing the bell if the acks came due); :data:`DUE` if they came
+        due and none waits; :data:`CLOSED`; else ``None``."""
         with self._lock:
             if not self.open:
                 return CLOSED
@@ -84,8 +82,7 @@ class Handoff:
         return following
 
     def freed(self) -> None:
-        """A slot settled its lease itself (a nack, a dead letter, the handler's own
-        settle): the batcher may claim for it."""
+        """A slot settled its lease itself: the batcher may claim for it."""
         with self._lock:
             self._freed += 1
             due = len(self._acks) + self._freed >= self._ring_at
@@ -105,8 +102,7 @@ class Handoff:
         return acks, freed, first_at
 
     def arm(self, ring_at: int) -> bool:
-        """The batcher lets go: tell it once ``ring_at`` outcomes are back. ``True`` when
-        that many are back already."""
+        """Tell the batcher once ``ring_at`` outcomes are back; ``True``: they are already."""
         with self._lock:
             if len(self._acks) + self._freed >= ring_at:
                 return True
@@ -130,8 +126,7 @@ class Handoff:
             self._halted = True
 
     def drop(self) -> int:
-        """Once halted: forget the leases waiting (they stay held until the end releases
-        them); how many."""
+        """Once halted: forget the leases waiting (held, to be released); how many."""
         with self._lock:
             dropped = len(self._leases)
             self._leases.clear()

@@ -1,13 +1,9 @@
 """The heartbeat: a thread of its own that extends every held lease each ``visibility / 3``.
 
-Both workers use it. ``Worker`` extends through its own transport (thread-safe); ``AsyncWorker``
-through a sync twin of its transport (``sync_twin()``), so a handler that blocks the event loop
-does not starve the heartbeat, and the leases stay alive. Where no twin can be had (a private
-``:memory:`` queue) it extends through the loop, and then a blocked loop does stop it. Either
-way, each beat checks the loop (:class:`LoopProbe`) and warns loudly when it has not run for a
-beat or longer. A beat that starts late (the process was starved, or an extend waited on the
-write lock) is logged as a warning: a lease lapses when its beats are late by a whole
-``visibility``.
+``Worker`` extends through its transport, ``AsyncWorker`` through the transport's sync twin (or
+its loop, where there is none). Each beat warns when the event loop has not run for a beat
+(:class:`LoopProbe`) and when the beat itself starts late: a lease lapses when its beats are late
+by a whole ``visibility``.
 """
 
 from __future__ import annotations
@@ -36,7 +32,7 @@ class LoopProbe:
         self._sent: float | None = None  # when the unanswered ping was sent
 
     def blocked_for(self) -> float:
-        """Seconds the last ping has waited for the loop (0: it answered); sends a new one."""
+        """Seconds the last ping has waited for the loop (0: it answered, and a new one goes)."""
         sent = self._sent
         if sent is not None:
             return time.monotonic() - sent

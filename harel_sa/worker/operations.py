@@ -1,11 +1,9 @@
 """The transport calls a worker makes, each a value that performs itself on either transport.
 
-An operation is decided once (by :class:`~harel_sa.worker.runstate.RunState`), performed by
-a driver: ``op.on(transport)`` on a sync transport, ``await op.on_async(transport)`` on an
-async one (:data:`WorkerTransport`, :data:`AsyncWorkerTransport`). Both forms make the same
-call; a result is a :class:`Done` (a batch's, :class:`Sent`). A settle (:data:`Settle`) also
-says the leases it settles, the claims it makes, and itself without them for a retry once
-stopping. Only the public API of the transports is used.
+Decided by :class:`~harel_sa.worker.runstate.RunState`, performed by a driver: ``op.on(t)``
+on a sync transport, ``await op.on_async(t)`` on an async one; both make the same public call
+and answer a :class:`Done` (a batch, :class:`Sent`). A :data:`Settle` also says its leases, its
+claims, and itself without them (a retry once stopping).
 """
 
 from __future__ import annotations

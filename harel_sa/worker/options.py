@@ -72,13 +72,11 @@ class WorkerOptions:
     ends in the dead table, not in an endless backoff. ``None`` retries for ever.
 
     ``batch`` (default 1: off) lets a worker with ``concurrency`` above 1 fill its free slots
-    with one ``claim_many`` of up to ``batch`` leases, and gather the acks of handlers that end
-    within ``ack_wait`` seconds (default :data:`DEFAULT_ACK_WAIT`) of each other into one
-    ``ack_many`` fused with the next ``claim_many``: one commit for many messages. The cost: an
-    ack waits up to ``ack_wait`` before it is sent (``0``: acks go as soon as the batcher sees
-    them; after a handler quicker than 50 microseconds whose slot goes on to the next lease,
-    until that lease's handler returns, or 10 ms should it turn slow), and a handler's ack counts
-    only once its batch committed. See :attr:`batching`.
+    with one ``claim_many`` of up to ``batch`` leases, and send the acks of handlers that end
+    within ``ack_wait`` seconds (default :data:`DEFAULT_ACK_WAIT`) of each other in one
+    ``ack_many`` fused with the next ``claim_many``: one commit for many messages. An ack waits
+    up to ``ack_wait`` (``0``: until the batcher sees it; after a very quick handler, until its
+    slot's next handler returns, or 10 ms), and counts once its batch committed.
 
     ``periodic``: :class:`~harel_sa.Periodic` schedules this worker publishes while it runs
     (each tick once across every worker carrying the schedule); two with one name raise.
@@ -123,10 +121,8 @@ class WorkerOptions:
 
     @property
     def batching(self) -> bool:
-        """Whether runs batch: ``batch`` and ``concurrency`` both above 1 (with one slot there
-        is nothing to gather, and the fused ``ack_and_claim`` is already one commit a message).
-        Batching costs one more thread (task) and the batch's bookkeeping, which a deep single
-        group (one message in flight, so one a batch) pays without gaining anything."""
+        """Whether runs batch: ``batch`` and ``concurrency`` both above 1 (one slot has nothing
+        to gather: its fused ``ack_and_claim`` is one commit a message already)."""
         return min(self.batch, self.concurrency) > 1
 
     @property
@@ -135,8 +131,7 @@ class WorkerOptions:
         return self.visibility / 3
 
     def claim_args(self) -> dict[str, Any]:
-        """The keyword arguments of every claim (``ack_and_claim``, ``claim_many``, ...) this
-        worker sends."""
+        """The keyword arguments of every claim this worker sends."""
         return {
             "worker_id": self.worker_id,
             "visibility": self.visibility,
@@ -187,10 +182,9 @@ def options_from(kwargs: WorkerKwargs) -> tuple[WorkerOptions, bool]:
 
 
 def check_arguments(transport: object, kind: type, names: str, handler: object, sync: bool) -> None:
-    """``InvalidArgumentTypeError`` unless ``transport`` is a ``kind`` (one of ``names``) and
-    ``handler`` callable; a ``sync`` driver refuses a coroutine function (it would
-    never await what the handler returns: no work, yet an ack). By class, not by shape: an
-    async transport has a sync one's method names."""
+    """``InvalidArgumentTypeError`` unless ``transport`` is a ``kind`` (one of ``names``, by
+    class: an async transport has a sync one's method names) and ``handler`` callable; a
+    ``sync`` driver refuses a coroutine function (it would ack work never done)."""
     if not isinstance(transport, kind):
         raise InvalidArgumentTypeError(
             f"transport must be a {names}, not {type(transport).__name__}"

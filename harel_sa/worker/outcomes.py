@@ -2,10 +2,8 @@
 failure means for its message.
 
 :func:`after_failure` is the one rule for a handler that raised: :class:`~harel_sa.DeadLetter`
-buries, :class:`~harel_sa.Retry` nacks with its delay, any other error nacks after the
-backoff; at the last delivery (``max_deliveries``) each buries instead, with a reason that says
-so. It logs the decision on ``harel_sa.worker``; :class:`~harel_sa.worker.runstate.RunState`
-counts it.
+buries, :class:`~harel_sa.Retry` nacks with its delay, any other error nacks after the backoff;
+at the last delivery (``max_deliveries``) each buries instead, with a reason that says so.
 """
 
 from __future__ import annotations

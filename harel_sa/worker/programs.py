@@ -1,10 +1,8 @@
-"""The worker's programs, written once for both drivers: the slots and the supervisor; with
-batching, batching slots and the batcher's routine (:func:`team`).
+"""The worker's programs, written once for both drivers: the slots, the supervisor and, with
+batching, the batcher's routine (:func:`team`).
 
-A program is a generator of :mod:`~harel_sa.worker.steps`; it asks
-:class:`~harel_sa.worker.runstate.RunState` (and a batching run's
-:class:`~harel_sa.worker.batcher.Batcher`) what follows each result and yields what to do
-next. It never touches the database, the handler or a thread: a driver performs its steps.
+A program is a generator of :mod:`~harel_sa.worker.steps`: it asks the run (and the batcher)
+what follows each result and yields what to do next; a driver performs its steps.
 """
 
 from __future__ import annotations
@@ -43,10 +41,9 @@ TAKE = Take()  # no state: one for every wait of every slot
 def team(
     run: RunState, ring: Callable[[], None], wake: Callable[[int], None]
 ) -> tuple[list[Routine], Callable[[], None]]:
-    """The routines a run's driver starts beside the supervisor, each on a thread or task of
-    its own, and what a stop must also do. ``concurrency`` slots; with batching
-    (:attr:`WorkerOptions.batching <harel_sa.worker.WorkerOptions.batching>`) the batcher too,
-    which rings the driver's bell (``ring``) and wakes waiting slots (``wake``)."""
+    """The routines a driver starts beside the supervisor, and what a stop must also do:
+    ``concurrency`` slots and, when batching, the batcher, which rings the driver's bell
+    (``ring``) and wakes waiting slots (``wake``)."""
     if not run.options.batching:
         return [slot(run) for _ in range(run.options.concurrency)], _nothing
     owner = Batcher(run, Handoff(ring, time.monotonic), Wake())
@@ -61,8 +58,8 @@ def batching(run: RunState, owner: Batcher) -> list[Routine]:
 
 
 def slot(run: RunState) -> Routine:
-    """One handler slot: claim, handle, settle (an ack fused with the next claim); again,
-    until the budget, the queue (``until_empty``) or a stop ends it."""
+    """One slot: claim, handle, settle (an ack fused with the next claim); again, until the
+    budget, the queue (``until_empty``) or a stop ends it."""
     lease = yield from claim(run)
     while lease is not None:
         op = yield from handle(run, lease)
@@ -71,8 +68,8 @@ def slot(run: RunState) -> Routine:
 
 
 def claim(run: RunState) -> Generator[Step, None, Lease[Any] | None]:
-    """The next lease, or ``None`` when the slot should end. A claim that finds nothing waits
-    ``poll_interval`` and tries again (unless ``until_empty``); so does one that fails."""
+    """The next lease, or ``None`` when the slot should end; an empty or failed claim waits
+    ``poll_interval`` and tries again."""
     while run.reserve():
         call = Perform(Claim(run.options))
         started = time.monotonic()
@@ -104,17 +101,16 @@ def handle(run: RunState, lease: Lease[Any]) -> Generator[Step, None, Verdict | 
 
 
 def settle(run: RunState, op: Verdict) -> Generator[Step, None, Lease[Any] | None]:
-    """Send ``op`` (:func:`sent`): the next lease when it was an ack fused with a claim that
-    found one."""
+    """Send ``op``: the next lease, from an ack fused with a claim."""
     return (yield from sent(run, op, run.settled))
 
 
 def sent(
     run: RunState, op: S, landed: Callable[[S, Any, float], T]
 ) -> Generator[Step, None, T | None]:
-    """Perform ``op`` (a settle or a batch) until it lands, then ``landed(op, result,
-    seconds)``; while the write lock stays busy or the connection is lost, try again every
-    ``poll_interval`` (once stopping, without its claim); ``None`` when given up."""
+    """Perform ``op`` until it lands, then ``landed(op, result, seconds)``; after a busy lock or
+    a lost connection, again every ``poll_interval`` (once stopping, without its claim);
+    ``None`` when given up."""
     while True:
         call: Perform[Any] = Perform(op)
         started = time.monotonic()
@@ -133,11 +129,10 @@ def sent(
 
 
 def batching_slot(run: RunState, handoff: Handoff, owner: Batcher) -> Routine:
-    """A slot of a batching run: take a lease from the handoff (waiting for a wake-up while
-    none waits) and handle it; when its handler returned, give it back (its ack is the
-    batcher's) and go on with the lease the handoff hands on; a nack or a dead letter it
-    sends itself. When its ack makes the acks due with no lease left for it, it takes the
-    batcher's turn and sends them itself. Until the batcher ends."""
+    """A batching slot: take a lease from the handoff (waiting while none waits) and handle it;
+    give it back when its handler returned (the batcher acks it) and go on with the next; send
+    a nack or a dead letter itself. When its ack makes the acks due and no lease waits, it
+    takes the batcher's turn and sends them. Until the batcher ends."""
     clock = handoff.clock
     lease = handoff.take()
     while True:
@@ -173,7 +168,7 @@ def batching_slot(run: RunState, handoff: Handoff, owner: Batcher) -> Routine:
 
 def batcher(run: RunState, b: Batcher) -> Routine:
     """The batcher's routine: take the turn when rung or at a timer, send what is due, sleep;
-    until the run no longer claims and nothing is out, or the grace is over."""
+    until the run claims no more and nothing is out, or the grace is over."""
     while True:
         if not b.take_turn():
             # Its holder, a slot sending a batch, looks again when it lets go, and rings for
@@ -215,10 +210,9 @@ def sends(run: RunState, b: Batcher, by_slot: bool) -> Generator[Step, None, Non
 
 
 def supervise(run: RunState) -> Routine:
-    """Watch the slots until they end; once stopping, give them the grace, then up to
-    ``SETTLE`` seconds more for those between two quick calls; abandon the rest; release what
-    is still held (``nack(0)``); end the run. The same sequence when ``run()`` itself is
-    interrupted while waiting (``KeyboardInterrupt``, a cancelled task), without the grace."""
+    """Watch the slots until they end; once stopping, give them the grace (and ``SETTLE`` for
+    a quick call in flight), abandon the rest, release what is held (``nack(0)``) and end the
+    run. The same, without the grace, when ``run()`` itself is interrupted."""
     wait = WaitSlots(WATCH_SLOTS)
     try:
         yield wait

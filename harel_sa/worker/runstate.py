@@ -1,13 +1,10 @@
-"""The state of one worker run, and the decisions the run makes (shared by both drivers).
+"""The state of one worker run and the decisions it makes, for both drivers.
 
-:class:`RunState` holds the budget (``max_messages``), the stop and the grace, the leases held, the
-counters, and the one exception that must leave ``run()`` (a handler's ``KeyboardInterrupt``
-or ``SystemExit``). Its methods decide what follows each event (a claim, a handler's outcome:
-a failure by :func:`~harel_sa.worker.outcomes.after_failure`, a settle, a transport error), log
-it on ``harel_sa.worker`` and tell the :class:`~harel_sa.worker.Observer`. It never touches
-the database: the programs (:mod:`~harel_sa.worker.programs`) ask it, and the drivers perform
-what they yield.
-Thread-safe: the slots, the heartbeat thread and a signal handler call it at once.
+:class:`RunState` holds the budget (``max_messages``), the stop and the grace, the leases held,
+the counters and the exception that must leave ``run()``. Its methods decide what follows each
+event (a claim, a handler's outcome, a settle, a transport error), log it and tell the observer.
+It never touches the database: the programs ask it, the drivers perform what they yield.
+Thread-safe: the slots, the heartbeat and a signal handler call it at once.
 """
 
 from __future__ import annotations
@@ -124,8 +121,8 @@ class RunState:
         self.on_stop()
 
     def interrupted(self, error: BaseException) -> None:
-        """``run()`` itself was interrupted (``KeyboardInterrupt``, cancelled) while waiting:
-        no grace; what is held is released, then ``run()`` re-raises ``error``."""
+        """``run()`` itself was interrupted while waiting: no grace; what is held is released,
+        then ``run()`` re-raises ``error``."""
         with self.lock:
             self._keep_fatal(error)
             self.stopping = True
@@ -139,17 +136,16 @@ class RunState:
             return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
 
     def may_abandon(self, alive: int) -> bool:
-        """Once the grace is over: may the driver abandon (threads) or cancel (tasks) its
-        ``alive`` slots now? Yes when each is inside its handler; a slot outside it is in a
-        quick transport call (an ack, a claim) that should land first, so it gets up to
-        ``SETTLE`` seconds more."""
+        """Once the grace is over: may the driver abandon its ``alive`` slots now? Yes when
+        each is inside its handler; one in a quick transport call gets ``SETTLE`` more seconds
+        to land it."""
         with self.lock:
             if self._settle_by is None:
                 self._settle_by = time.monotonic() + SETTLE
             return alive <= self.in_handlers or time.monotonic() > self._settle_by
 
     def release_all(self) -> list[Lease[Any]]:
-        """The leases still held when the run ends: the driver gives them back (``nack(0)``)."""
+        """The leases still held at the end, for the driver to give back (``nack(0)``)."""
         with self.lock:
             leases, self._held = list(self._held.values()), {}
         if leases:
@@ -181,8 +177,8 @@ class RunState:
         return self.reserve_many(1) == 1
 
     def reserve_many(self, wanted: int) -> int:
-        """How many of ``wanted`` leases a batch may claim: all of them, or what is left of
-        ``max_messages`` (taken from it); 0 once stopping."""
+        """How many of ``wanted`` claims may be made (taken from ``max_messages``); 0 once
+        stopping."""
         with self.lock:
             if self.stopping or self.done or self._budget == 0:
                 return 0
@@ -201,11 +197,8 @@ class RunState:
     def nothing_claimed(self) -> float | None:
         """A claim found nothing: the idle pause, or ``None`` when the slot should end.
 
-        With ``until_empty`` the slot ends only once no other slot holds a lease: until then
-        a settle still to come may free its group, and on PostgreSQL a claim skips the groups
-        that another slot's ack has locked (``SKIP LOCKED``), so an empty claim then proves
-        nothing. Two slots whose last acks ran side by side would otherwise both end with
-        their groups' next messages left behind.
+        With ``until_empty`` a slot ends only once no slot holds a lease: a settle still to come
+        may free a group, and PostgreSQL's claim skips the groups another slot's ack has locked.
         """
         self.unreserve()
         with self.lock:
@@ -224,19 +217,15 @@ class RunState:
             self.in_handlers += 1
 
     def settled_by_handler(self, lease: Lease[Any], how: How, delay: float) -> None:
-        """The handler itself acked, nacked or dead-lettered ``lease`` (and it took).
-        ``delay`` (a nack's) is unused: it is in the settlements watcher's signature."""
+        """The handler itself settled ``lease`` (``how``; a nack's ``delay`` is unused)."""
         with self.lock:
             if self._held.pop(lease.token, None) is not None:
                 self._by_handler[lease.token] = how
 
     def plan(self, lease: Lease[Any], outcome: Outcome, seconds: float | None) -> Verdict | None:
         """The handler of ``lease`` ended with ``outcome`` after ``seconds`` (``None``: told
-        already): what to do with the message (``None``: nothing, the handler settled it).
-
-        The lease leaves the held set *before* the ack or nack, so a heartbeat racing it
-        cannot mistake the settled lease for a lost one.
-        """
+        already): what to send (``None``: nothing, the handler settled it). The lease leaves
+        the held set first, so a racing heartbeat cannot mistake it for a lost one."""
         with self.lock:
             own = self._leave(lease)
         if seconds is not None:
@@ -256,17 +245,16 @@ class RunState:
         return op
 
     def _leave(self, lease: Lease[Any]) -> How | None:
-        """Under the lock: the handler of ``lease`` is over; the lease is no longer held.
-        What the handler did to it itself, if anything."""
+        """Under the lock: the handler of ``lease`` is over and the lease no longer held; what
+        the handler did to it itself, if anything."""
         self.in_handlers -= 1
         token = lease.token
         self._held.pop(token, None)
         return self._by_handler.pop(token, None)
 
     def left(self, leases: list[Lease[Any]]) -> list[Lease[Any]]:
-        """The handlers of ``leases`` returned (a batch's, given back): each leaves the held
-        set, in one section; those whose handler settled its lease itself are counted. The
-        leases whose ack is still to send."""
+        """The handlers of ``leases`` (a batch's) returned: the leases whose ack is still to
+        send (those the handler settled itself are counted)."""
         kept: list[Lease[Any]] = []
         own: list[tuple[Lease[Any], How]] = []
         with self.lock:
@@ -297,8 +285,8 @@ class RunState:
 
     # -- settling --------------------------------------------------------------------------
     def settled(self, op: Verdict, done: Done, seconds: float) -> Lease[Any] | None:
-        """``op`` (an ack, nack or dead-letter, after its handler) returned ``done`` after
-        ``seconds``: count it; the next lease when it was an ack fused with a claim."""
+        """``op`` returned ``done`` after ``seconds``: count it; the next lease of a fused
+        claim."""
         lease = op.lease
         if isinstance(op, Ack):  # only now is its handler counted as succeeded
             claimed = () if done.lease is None else (done.lease,)
@@ -327,15 +315,10 @@ class RunState:
         unclaimed: int = 0,
         seconds: float = 0.0,
     ) -> None:
-        """A call (``what``) that took ``seconds`` committed: each ack of ``acks`` is durable
-        or found its lease lost (``took``), and only now are their handlers counted as
-        succeeded; the ``claimed`` leases are held from now on (one claim latency for them
-        all); ``unclaimed`` of the claims it reserved found nothing and are given back. A
-        batch's whole account in one section under the lock."""
-        if all(took) and len(took) == len(acks):
-            lost: list[Lease[Any]] = []
-        else:
-            lost = [lease for lease, ok in zip(acks, took, strict=True) if not ok]
+        """A call (``what``) committed after ``seconds``: each ack of ``acks`` took or found
+        its lease lost (``took``), and only now counts as succeeded; ``claimed`` are held
+        from now on; ``unclaimed`` reserved claims are given back. One section under the lock."""
+        lost = [lease for lease, ok in zip(acks, took, strict=True) if not ok]
         succeeded = len(acks) - len(lost)
         held = {lease.token: lease for lease in claimed}
         with self.lock:
@@ -364,11 +347,9 @@ class RunState:
                 )
 
     def may_retry(self, op: Settle, error: HarelSAError) -> bool:
-        """``op`` (a settle or a batch) raised ``error``: send it again after ``poll_interval``?
-        For a busy write lock (the lease is not given up for a busy moment) and for a
-        connection lost mid-call (fenced by its token, a settle is safe to send again: had the
-        first one committed, the second finds the lease gone and returns ``False``; the pool
-        reconnects meanwhile); else it is :meth:`dropped`."""
+        """``op`` raised ``error``: send it again after ``poll_interval``? Yes for a busy lock
+        and a lost connection (fenced by its token, a settle sent twice acts once); else it
+        is :meth:`dropped`."""
         self.failed(op.name, error)
         if isinstance(error, RETRIED) and not self.done:
             return True
@@ -377,7 +358,7 @@ class RunState:
 
     def again(self, op: Settle) -> Settle | None:
         """After the pause: what to send again (without its claim once stopping), or ``None``
-        (nothing left to send, or the run is over meanwhile: :meth:`dropped`)."""
+        (nothing left, or the run is over: :meth:`dropped`)."""
         if self.done:
             self.dropped(op)
             return None
@@ -387,8 +368,7 @@ class RunState:
         return op
 
     def dropped(self, op: Settle) -> None:
-        """``op`` will not be sent: its leases count as lost (they lapse), its claims are
-        given back."""
+        """``op`` will not be sent: its leases count as lost, its claims are given back."""
         self.landed(op.leases, (False,) * len(op.leases), op.name, (), op.claims)
 
     # -- the heartbeat ---------------------------------------------------------------------
@@ -405,9 +385,8 @@ class RunState:
 
     # -- errors and counts -----------------------------------------------------------------
     def failed(self, what: str, error: HarelSAError) -> None:
-        """A transport call (``what``) raised ``error``: log it; stop if retrying is hopeless
-        (the transport is closed, or the worker sends arguments it refuses), and for a schema
-        not at head make ``run()`` raise that ``SchemaError`` once what is held is released."""
+        """A transport call (``what``) raised ``error``: log it; stop when retrying is hopeless
+        (a closed transport, refused arguments; a schema not at head, which ``run()`` raises)."""
         if isinstance(error, RETRIED):
             log.warning("%s: %s; will retry", what, error)
             return
@@ -421,8 +400,7 @@ class RunState:
             self.request_stop("the transport is closed")
 
     def crashed(self, error: BaseException) -> None:
-        """A slot or the heartbeat died of an unexpected error: log it and stop the run
-        (what the worker holds is then released, as on any stop)."""
+        """A slot or a side thread died of an unexpected error: log it and stop the run."""
         log.error("worker %s: %r; stopping", self.options.worker_id, error, exc_info=error)
         if not self.stopping:
             self.request_stop("unexpected error")
@@ -459,8 +437,7 @@ class RunState:
             self._observer.count(what)
 
     def result(self) -> WorkerStats:
-        """What ``run()`` returns once over: the stats; or it raises the error that must leave
-        ``run()`` (:attr:`fatal`)."""
+        """What ``run()`` returns once over, or raises (:attr:`fatal`)."""
         if self.fatal is not None:
             raise self.fatal
         return self.stats()

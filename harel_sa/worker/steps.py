@@ -1,10 +1,8 @@
 """What a worker's programs ask their driver to do: seven kinds of step, each plain data.
 
-A program (:mod:`~harel_sa.worker.programs`) yields a step; the driver performs it
-(``Worker._perform`` on a thread, ``AsyncWorker._perform`` awaited on the loop) and stores the
-answer in the step (``Perform.result``, ``Handle.outcome``, ``WaitSlots.alive``), which the
-program reads when it resumes. So the programs are written once, and each driver is a loop over
-steps with one ``match`` over their kinds.
+A program yields a step; the driver performs it (one ``match`` in ``Worker._perform`` and in
+``AsyncWorker._perform``) and stores the answer in it (``Perform.result``, ``Handle.outcome``,
+``WaitSlots.alive``) for the program to read when it resumes.
 """
 
 from __future__ import annotations
@@ -58,9 +56,8 @@ async def perform_async(call: Performs[R], t: AsyncWorkerTransport) -> R | Harel
 
 @dataclass(slots=True)
 class Perform(Generic[T]):
-    """Perform ``op`` (a call, or a batch) on the transport -> ``result``: what it returned
-    (:class:`~harel_sa.worker.operations.Done`, a batch's ``Sent``), or the harel_sa error it
-    raised (a busy lock, a closed transport ...)."""
+    """Perform ``op`` on the transport -> ``result``: what it returned, or the harel_sa error
+    it raised."""
 
     op: Performs[T]
     result: T | HarelSAError = _UNSET
@@ -68,12 +65,9 @@ class Perform(Generic[T]):
 
 @dataclass(slots=True)
 class Handle:
-    """Run the handler on ``lease`` -> ``outcome``.
-
-    The handler's own settles (its ``ack``, ``nack``, ``dead_letter``) are reported to the
-    run (:mod:`~harel_sa.settlements`): the driver has each slot's thread or task watch for
-    its whole life, not around each handler (setting a context variable costs more than a
-    quick handler), and the worker's own calls are made unwatched (:func:`perform`)."""
+    """Run the handler on ``lease`` -> ``outcome``. Its own settles are reported to the run:
+    each slot watches (:mod:`~harel_sa.settlements`) for its whole life, and the worker's
+    own calls are made unwatched (:func:`perform`)."""
 
     lease: Lease[Any]
     outcome: Outcome = RETURNED
@@ -92,10 +86,9 @@ class Wait:
 
 @dataclass(slots=True)
 class WaitBell:
-    """The batcher waits up to ``seconds`` for its bell to ring (the run rings it when an ack
-    or a free slot wants it, and on a stop); a ring that came before the wait ends it at once.
-    ``idle``: the wait after a claim found fewer messages than it asked for (the poll), which
-    also ends when the transport hears of a message -> ``heard``."""
+    """The batcher waits up to ``seconds`` for its bell; a ring before the wait ends it at
+    once. ``idle`` (the poll after a short claim): it also ends when the transport hears of a
+    message -> ``heard``."""
 
     seconds: float
     idle: bool = False
@@ -104,9 +97,8 @@ class WaitBell:
 
 @dataclass(slots=True)
 class Take:
-    """A batching slot found no lease waiting: wait until the batcher wakes it (leases came,
-    or it ended). Wake-ups are counted, not flags: one given before the wait ends it at once,
-    and each ends one wait."""
+    """A batching slot waits until the batcher wakes it. Wake-ups are counted: one given
+    before the wait ends it at once, and each ends one wait."""
 
 
 @dataclass(slots=True)

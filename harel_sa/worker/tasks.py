@@ -1,11 +1,9 @@
 """``AsyncWorker``: the programs of :mod:`harel_sa.worker.programs`, driven by asyncio tasks.
 
-Each handler slot is a task on the running loop performing its program's steps with awaited
-calls on an :class:`~harel_sa.AsyncSqliteTransport` or an
-:class:`~harel_sa.AsyncPostgresTransport`; ``run`` performs the supervisor's steps
-and handles the signals through the loop. The heartbeat and the ticker are threads calling a
-sync twin of the transport (:mod:`~harel_sa.worker.heartbeat`), so a handler that blocks the
-loop does not stop them from keeping the leases alive and the schedules on time.
+Each slot is a task on the running loop performing its program's steps with awaited transport
+calls; ``run`` performs the supervisor's steps and handles the signals through the loop. The
+heartbeat and the ticker are threads on a sync twin of the transport, so a handler that blocks
+the loop does not stop them.
 """
 
 from __future__ import annotations
@@ -40,17 +38,13 @@ if TYPE_CHECKING:
 class AsyncWorker(Generic[E]):
     """The async twin of :class:`~harel_sa.Worker`: ``await handler(lease)`` on an
     :class:`~harel_sa.AsyncSqliteTransport` or an :class:`~harel_sa.AsyncPostgresTransport`,
-    ``concurrency`` handler tasks on the running
-    loop, the same programs. When the grace runs out, the handler tasks still running are
-    cancelled and their leases released with ``nack(0)``.
+    ``concurrency`` handler tasks on the running loop. When the grace runs out, the handler
+    tasks still running are cancelled and their leases released with ``nack(0)``.
 
-    The heartbeat runs in a thread of its own with a sync twin of the transport
-    (``sync_twin()``): a handler that blocks the loop (a
-    ``time.sleep``, blocking I/O) does not let the leases lapse, and the heartbeat warns
-    that the loop is blocked. Blocking still stalls every other handler of the worker: keep
-    blocking work in threads (``asyncio.to_thread``). A private ``:memory:`` queue has no twin;
-    its heartbeat extends through the loop, so there a blocked loop does lose leases (and is
-    warned of the same way).
+    The heartbeat extends on a thread of its own through the transport's ``sync_twin()``, so
+    a handler that blocks the loop does not let the leases lapse (it is warned of; it still
+    stalls every other handler: use ``asyncio.to_thread``). A private ``:memory:`` queue has
+    no twin: there the heartbeat goes through the loop, and a blocked loop loses leases.
     """
 
     def __init__(
@@ -169,8 +163,8 @@ class AsyncWorker(Generic[E]):
                 assert_never(step)
 
     async def _wait_or_hear(self, event: asyncio.Event, seconds: float, listen: bool) -> bool:
-        """Wait up to ``seconds`` for ``event`` or, when ``listen`` and the transport hears of
-        messages (PostgreSQL), for a message to arrive (then ``True``), whichever comes first."""
+        """Wait up to ``seconds`` for ``event`` or, when ``listen`` (PostgreSQL), for the
+        transport to hear of a message (then ``True``)."""
         if not (listen and self._listens):  # SQLite's wait_for_messages only sleeps
             with suppress(TimeoutError):
                 async with asyncio.timeout(seconds):
@@ -202,8 +196,7 @@ class AsyncWorker(Generic[E]):
             self._on_loop(self._woken.release)
 
     def _on_loop(self, call: Callable[[], None]) -> None:
-        """``call`` now when on the worker's loop, else through it (a stop from a signal or
-        another thread)."""
+        """``call`` now when on the worker's loop, else through it."""
         if threading.get_ident() == self._loop_thread:
             call()
             return
@@ -239,8 +232,8 @@ class AsyncWorker(Generic[E]):
 
 
 class ThroughLoop:
-    """The calls of the heartbeat's and the ticker's threads, through the worker's loop: where
-    no sync twin can be had (a private ``:memory:`` queue). A blocked loop stalls them."""
+    """The side threads' calls through the worker's loop, where there is no sync twin (a
+    private ``:memory:`` queue). A blocked loop stalls them."""
 
     def __init__(self, transport: AsyncWorkerTransport, loop: asyncio.AbstractEventLoop) -> None:
         self.transport, self.loop = transport, loop

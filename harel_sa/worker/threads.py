@@ -1,10 +1,7 @@
 """``Worker``: the programs of :mod:`harel_sa.worker.programs`, driven by threads.
 
-Each handler slot is a daemon thread performing its program's steps with blocking calls on a
-:class:`~harel_sa.SqliteTransport` (which serializes them) or a
-:class:`~harel_sa.PostgresTransport` (whose pool runs them side by side); the
-heartbeat is a thread of its own; the calling thread performs the supervisor's steps and handles
-the signals.
+Each slot is a daemon thread performing its program's steps with blocking transport calls; the
+calling thread performs the supervisor's steps and handles the signals.
 """
 
 from __future__ import annotations
@@ -81,12 +78,11 @@ class Worker(Generic[E]):
         """Work until stopped (:meth:`stop`, SIGTERM, SIGINT); return what was done.
 
         Also returns after ``max_messages`` claims were handled, or (``until_empty``) once a
-        claim finds nothing deliverable (parked messages and other workers' leases are not
-        deliverable). On stop, handlers in flight get ``grace`` seconds; what is still held
-        then is released with ``nack(0)`` and its handler thread (a daemon) is abandoned: its
-        ack will return ``False``. Signals are handled only when called on the main thread.
-        A handler's ``KeyboardInterrupt`` or ``SystemExit`` stops the run the same way (its own
-        lease released at once) and is raised again from here once the run is over.
+        claim finds nothing deliverable. On stop, handlers in flight get ``grace`` seconds;
+        what is still held then is released with ``nack(0)`` and its handler thread abandoned
+        (its ack will return ``False``). Signals are handled on the main thread only. A
+        handler's ``KeyboardInterrupt`` or ``SystemExit`` stops the run the same way, its own
+        lease released at once, and is raised again from here.
         """
         run = RunState(self.options, max_messages, until_empty)
         self._wake, self._finished = threading.Event(), threading.Event()
@@ -155,8 +151,7 @@ class Worker(Generic[E]):
 
     def _wait_or_hear(self, event: threading.Event, seconds: float, piece: float) -> bool:
         """Wait up to ``seconds`` for ``event`` or for the transport to hear of a message
-        (then ``True``), in pieces of ``piece`` seconds: the transport's wait is no Event, so
-        ``event`` is seen only between two pieces."""
+        (then ``True``), in pieces of ``piece`` seconds, between which ``event`` is seen."""
         deadline = time.monotonic() + seconds
         while not event.is_set() and (left := deadline - time.monotonic()) > 0:
             if self.transport.wait_for_messages(min(left, piece)):
@@ -182,8 +177,8 @@ class Worker(Generic[E]):
         return thread
 
     def _drive(self, program: Routine) -> None:
-        """Perform ``program``'s steps on this thread until it ends; an exception raised while
-        performing one goes into the program, which may handle it."""
+        """Perform ``program``'s steps until it ends; an exception raised by one goes into the
+        program."""
         step = next(program, None)
         while step is not None:
             try:

@@ -1,13 +1,10 @@
-"""The ticker: publishes a worker's periodic schedules (:class:`harel_sa.Periodic`).
+"""The ticker: a thread beside the heartbeat that publishes a worker's :class:`harel_sa.Periodic`
+schedules.
 
-:class:`Ticker` is a thread of its own beside the heartbeat, in both workers (``AsyncWorker``'s
-publishes as its heartbeat extends: through the transport's sync twin). Each pass
-(:meth:`Ticker.step`) takes, per schedule, the last tick at or before "now" and publishes it
-through ``publish_tick``, whose record makes it happen once across every worker; then it sleeps
-until the next tick (at most :data:`SLICE` seconds, so a clock a test moves is read again soon)
-or until stopped. Ticks missed while no worker ran are not published one by one: a worker coming
-back publishes only the last one (a catch-up, when the schedule has a record older than it). A
-tick from before the ticker started publishes only as such a catch-up: a new schedule has no past.
+Each pass (:meth:`Ticker.step`) publishes each schedule's last tick at or before "now" through
+``publish_tick``, whose record makes it happen once across every worker, then sleeps until the
+next tick (at most :data:`SLICE`). Ticks missed while no worker ran are not published one by
+one: only the last, as a catch-up; a new schedule has no past.
 """
 
 from __future__ import annotations
