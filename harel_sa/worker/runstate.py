@@ -156,7 +156,7 @@ class RunState:
         """The ``nack(0)`` that gives ``lease`` back at the end returned ``done``."""
         if isinstance(done, Done) and done.ok:
             self._count("released")
-            log.info("released %s seq %d", lease.group_id, lease.seq, extra=log_fields(lease))
+            _about(logging.INFO, "released", lease)
         else:
             self._note_lost(lease, "release")
 
@@ -275,13 +275,7 @@ class RunState:
         """The handler of ``lease`` settled it itself (``how``): count that."""
         what = {"acked": "succeeded", "nacked": "retried", "dead_lettered": "dead_lettered"}
         self._count(what[how])
-        log.debug(
-            "the handler %s %s seq %d itself",
-            how.replace("_", "-"),
-            lease.group_id,
-            lease.seq,
-            extra=log_fields(lease),
-        )
+        _about(logging.DEBUG, f"the handler {how.replace('_', '-')}", lease, " itself")
 
     # -- settling --------------------------------------------------------------------------
     def settled(self, op: Verdict, done: Done, seconds: float) -> Lease[Any] | None:
@@ -297,13 +291,7 @@ class RunState:
             self._count("released")
         elif isinstance(op, Bury):
             self._count("dead_lettered")
-            log.info(
-                "dead-lettered %s seq %d: %s",
-                lease.group_id,
-                lease.seq,
-                op.reason,
-                extra=log_fields(lease),
-            )
+            _about(logging.INFO, "dead-lettered", lease, f": {op.reason}")
         return done.lease
 
     def landed(
@@ -336,15 +324,9 @@ class RunState:
         if log.isEnabledFor(logging.DEBUG):  # a batch's hot path: no fields built for nothing
             for lease, ok in zip(acks, took, strict=True):
                 if ok:
-                    log.debug("acked %s seq %d", lease.group_id, lease.seq, extra=log_fields(lease))
+                    _about(logging.DEBUG, "acked", lease)
             for lease in claimed:
-                log.debug(
-                    "claimed %s seq %d (delivery %d)",
-                    lease.group_id,
-                    lease.seq,
-                    lease.deliveries,
-                    extra=log_fields(lease),
-                )
+                _about(logging.DEBUG, "claimed", lease, f" (delivery {lease.deliveries})")
 
     def may_retry(self, op: Settle, error: HarelSAError) -> bool:
         """``op`` raised ``error``: send it again after ``poll_interval``? Yes for a busy lock
@@ -417,12 +399,11 @@ class RunState:
                 return
             self._lost.add(lease.token)
         self._count("lost")
-        log.warning(
-            "lease on %s seq %d lost (%s returned False): another worker may handle it",
-            lease.group_id,
-            lease.seq,
-            what,
-            extra=log_fields(lease),
+        _about(
+            logging.WARNING,
+            "lease on",
+            lease,
+            f" lost ({what} returned False): another worker may handle it",
         )
 
     def _count(self, what: str, n: int = 1) -> None:
@@ -445,6 +426,13 @@ class RunState:
     def stats(self) -> WorkerStats:
         with self.lock:
             return WorkerStats(**self._counts)
+
+
+def _about(level: int, what: str, lease: Lease[Any], after: str = "") -> None:
+    """A log line on ``lease``: ``what``, its group and seq, ``after``; its fields attached."""
+    log.log(
+        level, "%s %s seq %d%s", what, lease.group_id, lease.seq, after, extra=log_fields(lease)
+    )
 
 
 def _nothing() -> None:
