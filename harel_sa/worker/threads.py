@@ -78,11 +78,12 @@ class Worker(Generic[E]):
         """Work until stopped (:meth:`stop`, SIGTERM, SIGINT); return what was done.
 
         Also returns after ``max_messages`` claims were handled, or (``until_empty``) once a
-        claim finds nothing deliverable. On stop, handlers in flight get ``grace`` seconds;
-        what is still held then is released with ``nack(0)`` and its handler thread abandoned
-        (its ack will return ``False``). Signals are handled on the main thread only. A
-        handler's ``KeyboardInterrupt`` or ``SystemExit`` stops the run the same way, its own
-        lease released at once, and is raised again from here.
+        claim finds nothing deliverable (parked messages and other workers' leases are not).
+        On stop, handlers in flight get ``grace`` seconds; what is still held then is released
+        with ``nack(0)`` and its handler thread abandoned (its ack will return ``False``).
+        Signals are handled on the main thread only. A handler's ``KeyboardInterrupt`` or
+        ``SystemExit`` stops the run the same way, its own lease released at once, and is
+        raised again from here.
         """
         run = RunState(self.options, max_messages, until_empty)
         self._wake, self._finished = threading.Event(), threading.Event()
