@@ -113,6 +113,18 @@ class QueueCollector(Collector):
         yield CounterMetricFamily(
             "harel_sa_queue_published", "Messages ever published.", value=s.published
         )
+        if s.dead_rows is not None:  # PostgreSQL: what holds back VACUUM
+            yield GaugeMetricFamily(
+                "harel_sa_queue_dead_rows",
+                "Dead rows in the queue's tables that VACUUM has not removed yet.",
+                value=s.dead_rows,
+            )
+        if s.oldest_transaction_age is not None:
+            yield GaugeMetricFamily(
+                "harel_sa_oldest_transaction_age_seconds",
+                "Seconds the oldest transaction open on the queue's database has run.",
+                value=s.oldest_transaction_age,
+            )
         leases = GaugeMetricFamily(
             "harel_sa_queue_leases", "Live leases, by worker id.", labels=["worker_id"]
         )

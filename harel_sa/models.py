@@ -60,6 +60,13 @@ class Stats(_Frozen):
     #: Messages published for later and not yet due (or due, awaiting the next claim): not
     #: counted in ``messages``.
     scheduled: int = 0
+    #: PostgreSQL: rows of the prefix's tables deleted or updated and not yet removed by
+    #: VACUUM (the server's statistics, seconds behind); ``None`` on SQLite.
+    dead_rows: int | None = None
+    #: PostgreSQL: seconds the oldest transaction open on the database has run (``None``:
+    #: none, or SQLite). While it runs no row it could see is removed, and claims walk past
+    #: every dead one: an idle-in-transaction session shows here first.
+    oldest_transaction_age: float | None = None
 
 
 class QueuedMessage(_Frozen):

@@ -82,3 +82,11 @@ def event_json(event: str) -> dict[str, Any]:
     ``event_text`` holding the stored text when it is not JSON."""
     value = decoded(event)
     return {"event": value} if value is not None else {"event": None, "event_text": event}
+
+
+def cleanup_rows(dead_rows: int | None, oldest_transaction: float | None) -> list[tuple[str, str]]:
+    """What holds back VACUUM, as (label, value) rows: PostgreSQL's dead rows in the queue's
+    tables and its oldest open transaction; nothing on SQLite (both ``None``)."""
+    if dead_rows is None:
+        return []
+    return [("dead rows", str(dead_rows)), ("oldest transaction", age(oldest_transaction))]

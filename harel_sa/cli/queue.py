@@ -34,6 +34,7 @@ from harel_sa.cli.common import (
 )
 from harel_sa.cli.format import (
     age,
+    cleanup_rows,
     data_of,
     event_json,
     kind_of,
@@ -171,6 +172,7 @@ def _stats_text(s: Stats) -> str:
             ("groups", s.groups),
             ("oldest age", age(s.oldest_age)),
             ("oldest ready", age(s.oldest_ready_age)),
+            *cleanup_rows(s.dead_rows, s.oldest_transaction_age),
         ],
     ).split("\n", 1)[1]
     priorities = table(

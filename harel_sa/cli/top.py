@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from harel_sa import Stats
 from harel_sa.cli.common import OK, Commands, add_db_options, open_queue, queue_target
-from harel_sa.cli.format import age, utc_time
+from harel_sa.cli.format import age, cleanup_rows, utc_time
 from harel_sa.cli.progress import isatty
 
 
@@ -106,7 +106,11 @@ def plain_line(s: Stats, rates: Rates | None) -> str:
         f"{utc_time(s.now)} ready={s.ready} leased={s.in_flight} parked={s.parked} "
         f"dead={s.dead} groups={s.groups} in={_rate(rates, 'published')} "
         f"out={_rate(rates, 'settled')} oldest_ready={age(s.oldest_ready_age)} "
-        f"workers={workers}"
+        + "".join(
+            f"{label.replace(' ', '_')}={value} "
+            for label, value in cleanup_rows(s.dead_rows, s.oldest_transaction_age)
+        )
+        + f"workers={workers}"
     )
 
 
@@ -122,6 +126,7 @@ def rows(s: Stats, rates: Rates | None) -> list[tuple[str, str]]:
         ("in" + window, _rate(rates, "published")),
         ("out" + window, _rate(rates, "settled")),
         ("oldest ready", age(s.oldest_ready_age)),
+        *cleanup_rows(s.dead_rows, s.oldest_transaction_age),
     ]
 
 

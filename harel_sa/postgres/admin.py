@@ -41,7 +41,14 @@ def _stats(st: Statements, clock: ClockOrServer) -> Program[Statement, Stats]:
         published=(yield Query(st.published, {})).one()[0],
         by_worker=(yield Query(st.by_worker, at)).rows,
     )
-    return stats.model_copy(update={"scheduled": int(scheduled)})
+    dead_rows, oldest_transaction = (yield Query(st.vacuum_state, {})).one()
+    return stats.model_copy(
+        update={
+            "scheduled": int(scheduled),
+            "dead_rows": int(dead_rows),
+            "oldest_transaction_age": oldest_transaction,
+        }
+    )
 
 
 def peek(

@@ -37,6 +37,10 @@ class Statement:
     names: tuple[str, ...]
     bind: Callable[[Mapping[str, Any]], Sequence[Any]] = field(compare=False)
     clause: TextClause = field(compare=False)  # what ``sql`` was compiled from
+    #: Planned under harel_sa's planner settings even on a session that is not its own
+    #: (a claim: :data:`harel_sa.postgres.connect.PLANNER`, :func:`harel_sa.postgres.driver.
+    #: exchange`).
+    steered: bool = field(default=False, compare=False)
 
 
 def _binder(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Sequence[Any]]:
@@ -47,14 +51,14 @@ def _binder(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Sequence[An
     return lambda params: ()
 
 
-def positional(sql: str) -> Statement:
+def positional(sql: str, *, steered: bool = False) -> Statement:
     """``sql`` (parameters written ``:name``) as a Core ``text()`` construct, compiled by
     SQLAlchemy's PostgreSQL dialect with ``$n`` parameters numbered in the order names first
-    appear (a name used twice is one parameter)."""
+    appear (a name used twice is one parameter); ``steered`` as :class:`Statement` says."""
     clause = text(sql)
     compiled = clause.compile(dialect=_DOLLAR)
     names = tuple(compiled.positiontup or ())
-    return Statement(str(compiled).encode(), names, _binder(names), clause)
+    return Statement(str(compiled).encode(), names, _binder(names), clause, steered)
 
 
 #: What a connection says of its database: two connections that say the same are to the same

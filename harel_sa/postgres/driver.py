@@ -27,6 +27,8 @@ from harel_sa.errors import (
     StorageError,
     TransportClosedError,
 )
+from harel_sa.postgres.compiled import Statement, positional
+from harel_sa.postgres.connect import PLANNER
 from harel_sa.postgres.kinds import Locked, One, Operation, operation
 from harel_sa.postgres.wire import (
     AsyncConnection,
@@ -55,13 +57,31 @@ ADAPTERS = AdaptersMap(psycopg.adapters)
 ADAPTERS.register_dumper(list, ListBinaryDumper)
 
 
+#: :data:`~harel_sa.postgres.connect.PLANNER` for one transaction: sent before a steered
+#: statement on a session that is not harel_sa's own (a transaction pooler between).
+STEER = positional(
+    "SELECT " + ", ".join(f"set_config('{name}', '{value}', true)" for name, value in PLANNER)
+)
+
+
+def _execute(wire: Wire, statement: Statement, params: Any) -> Exchange[tuple[list[Any], int]]:
+    """``statement`` with ``params`` on ``wire``; a steered one (a claim) on a session whose
+    settings are not harel_sa's is planned after :data:`STEER`, in its transaction."""
+    values = statement.bind(params)
+    if not statement.steered or wire.own_session:
+        return (yield from wire.execute(statement.sql, values))
+    if wire.in_transaction:
+        yield from wire.execute(STEER.sql, ())
+        return (yield from wire.execute(statement.sql, values))
+    return (yield from wire.execute_after(STEER.sql, (), statement.sql, values))
+
+
 def exchange(wire: Wire, op: Operation[T]) -> Exchange[T]:
     """``op`` as one exchange on ``wire``: its one statement, or its program, in one
     transaction when it has a ``begin`` (rolled back on any exception raised while the
     program runs, ``BaseException`` included)."""
     if isinstance(op, One):
-        statement = op.query.statement
-        rows, count = yield from wire.execute(statement.sql, statement.bind(op.query.params))
+        rows, count = yield from _execute(wire, op.query.statement, op.query.params)
         return op.read(Result(rows, count))
     if isinstance(op, Locked):
         lock, query = op.lock, op.query
@@ -82,8 +102,7 @@ def exchange(wire: Wire, op: Operation[T]) -> Exchange[T]:
     try:
         step = next(program)
         while True:
-            statement = step.statement
-            rows, count = yield from wire.execute(statement.sql, statement.bind(step.params))
+            rows, count = yield from _execute(wire, step.statement, step.params)
             ran += 1
             step = program.send(Result(rows, count))
     except StopIteration as done:

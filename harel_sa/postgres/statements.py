@@ -156,6 +156,16 @@ class Statements:
             f"FROM {m}"
         )
         self.group_count = positional(f"SELECT count(*) FROM {g}")
+        # What holds back VACUUM: the tables' dead rows, and the oldest open transaction on
+        # the database (the reader's own left out).
+        tables = ", ".join(f"'{t}'::regclass" for t in (m, g, d, names.scheduled))
+        self.vacuum_state = positional(
+            "SELECT (SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables "
+            f"WHERE relid IN ({tables})), "
+            "(SELECT max(date_part('epoch', statement_timestamp() - xact_start)) "
+            "FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL))"
+        )
         self.dead_count = positional(f"SELECT count(*) FROM {d}")
         self.oldest = positional(f"SELECT enqueued_at FROM {m} ORDER BY seq LIMIT 1")
         self.oldest_ready = positional(
@@ -378,7 +388,8 @@ def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
         f"touch AS (UPDATE {g} g SET last_claimed_at = {now} "
         "WHERE g.group_id = (SELECT pick.group_id FROM pick)) "
         "SELECT l.seq, l.group_id, l.event, l.deliveries, pick.before, "
-        f"{due_probe(names, now)} FROM lease l JOIN pick ON pick.seq = l.seq"
+        f"{due_probe(names, now)} FROM lease l JOIN pick ON pick.seq = l.seq",
+        steered=True,
     )
 
 
@@ -404,7 +415,8 @@ def _claim_many(names: Names, now: str, min_priority: int, keys: int, size: int)
         f"touch AS (UPDATE {g} g SET last_claimed_at = {now} FROM ranked r "
         "WHERE g.group_id = r.group_id) "
         "SELECT l.seq, r.group_id, l.event, l.deliveries, r.before, r.was_by, r.was_expiry, "
-        f"{due_probe(names, now)} FROM lease l JOIN ranked r ON r.seq = l.seq ORDER BY r.k"
+        f"{due_probe(names, now)} FROM lease l JOIN ranked r ON r.seq = l.seq ORDER BY r.k",
+        steered=True,
     )
 
 

@@ -261,6 +261,12 @@ class Wire:
         self._check((yield from self._results()))
 
     @property
+    def own_session(self) -> bool:
+        """Whether the server session is this connection's own, its settings harel_sa's
+        (:class:`ServerSession`'s ``pinned``)."""
+        return self._server.pinned
+
+    @property
     def in_transaction(self) -> bool:
         """Whether the connection is in a transaction (open or failed) that needs its end."""
         return self.pgconn.transaction_status not in (_IDLE, pq.TransactionStatus.UNKNOWN)

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel_sa.cli.format import age, decoded, kind_of, utc_time
+from harel_sa.cli.format import age, cleanup_rows, decoded, kind_of, utc_time
 from harel_sa.cli.top import Rates, Window
 
 #: The oldest messages read to sum up the groups (a larger queue shows the groups of these).
@@ -85,6 +85,7 @@ class Reader:
                 ("oldest age", age(stats.oldest_age)),
                 ("oldest ready", age(stats.oldest_ready_age)),
                 ("published", str(stats.published)),
+                *cleanup_rows(stats.dead_rows, stats.oldest_transaction_age),
             ],
             rates=_rates(rates),
             groups=groups(messages[:SCAN], stats.now),

@@ -56,6 +56,8 @@ VARYING = {
     "enqueued_at",
 }
 VARYING |= {"id", "locked_by"}
+#: What only PostgreSQL has (what holds back its VACUUM; None on SQLite).
+VARYING |= {"dead_rows", "oldest_transaction_age"}
 
 
 def timeless(value: Any) -> Any:

@@ -63,9 +63,12 @@ def on_groups(node: dict[str, Any]) -> bool:
     return node.get("Relation Name") == NAMES.groups and "Scan" in node["Node Type"]
 
 
-def generic_plan(conn: psycopg.Connection[Any], claim: Statement, params: dict[str, Any]) -> Any:
+def generic_plan(
+    conn: psycopg.Connection[Any], claim: Statement, params: dict[str, Any], *, whole: bool = False
+) -> Any:
     """The executed plan (``EXPLAIN ANALYZE``, rolled back) of ``claim`` as a prepared
-    statement with a generic plan, the one psycopg's ``prepare=True`` settles on."""
+    statement with a generic plan, the one psycopg's ``prepare=True`` settles on (``whole``:
+    EXPLAIN's whole answer, its JIT section included, not only the plan)."""
     order, prepared = claim.names, claim.sql.decode()
     with conn.transaction(force_rollback=True):
         conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
@@ -80,7 +83,8 @@ def generic_plan(conn: psycopg.Connection[Any], claim: Statement, params: dict[s
         row = conn.execute(explain).fetchone()
     conn.execute("DEALLOCATE claim_plan")
     assert row is not None
-    return row[0][0]["Plan"] if isinstance(row[0], list) else json.loads(row[0])[0]["Plan"]
+    answer = row[0][0] if isinstance(row[0], list) else json.loads(row[0])[0]
+    return answer if whole else answer["Plan"]
 
 
 def test_the_claim_walks_the_round_robin_index_without_sorting(pg_url: str) -> None:
