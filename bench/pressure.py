@@ -309,6 +309,140 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 1) if values else None
 
 
+# --- the workload of bench/run.py --------------------------------------------------------------
+
+#: The offered rate of the phased runs (jobs/s): what every harel_sa mode meets clean here.
+RATE = 300
+#: The systems whose peaks are compared, and those run through the phases.
+PEAKS = ("harel_sa", "harel_sa_64", "procrastinate", "pgboss")
+PHASED = ("harel_sa", "harel_sa_64", "procrastinate")
+JOB_QUEUE_PEERS = ("procrastinate", "pgboss")
+
+
+def _env(**more: str) -> dict[str, str]:
+    return {"WORKER_COUNT": "8", "JOB_WORK_MS": "1", "PRODUCER_BATCH_MAX": "128",
+            "PRODUCER_BATCH_MS": "10", "PRODUCER_RATE": str(RATE), **more}  # fmt: skip
+
+
+def _shortened(phases: tuple[Phase, ...], quick: bool) -> tuple[Phase, ...]:
+    return (
+        tuple(Phase(p.label, p.kind, max(4, p.seconds // 5)) for p in phases) if quick else phases
+    )
+
+
+def run(cfg: Any) -> dict[str, Any]:
+    """Peaks (depth held at 4,000) of every system, in turns, ``min(reps, 3)`` times; then one
+    pass of the short phases at :data:`RATE` for harel_sa in both modes and procrastinate."""
+    pgboss = install_pgboss(Path.home() / ".cache" / "harel-sa-bench")
+    table = systems(pgboss)
+    peaks = [name for name in PEAKS if name in table]
+    peak_phases = _shortened((Phase("warmup", "warmup", 10), Phase("peak", "clean", 20)), cfg.quick)
+    out: dict[str, Any] = {
+        "rate": RATE,
+        "workers": 8,
+        "pgboss": PGBOSS_VERSION if pgboss else None,
+        "peak": {name: [] for name in peaks},
+        "phases": {},
+    }
+    cluster = pg_cluster.start(SERVER)
+    try:
+        for rep in range(min(cfg.reps, 3)):
+            turn = peaks[rep % len(peaks) :] + peaks[: rep % len(peaks)]  # drift shared
+            for name in turn:
+                done = run_one(cluster, table[name], peak_phases,
+                               _env(PRODUCER_MODE="depth-target", TARGET_DEPTH="4000"),
+                               cfg.log)  # fmt: skip
+                rate = summarize(done)["peak"]["completion"]
+                out["peak"][name].append(rate)
+                cfg.log(f"  pressure peak {name}: {rate} jobs/s")
+        for name in PHASED:
+            done = run_one(cluster, table[name], _shortened(PHASES["short"], cfg.quick), _env(),
+                           cfg.log)  # fmt: skip
+            out["phases"][name] = summarize(done)
+            cfg.log(f"  pressure phases {name}: {json.dumps(out['phases'][name])}")
+    finally:
+        cluster.stop()
+    return out
+
+
+def _ratio_of(phases: dict[str, Any], label: str, base: str = "clean") -> float | None:
+    a, b = phases.get(label, {}).get("completion"), phases.get(base, {}).get("completion")
+    return None if not a or not b else a / b
+
+
+def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
+    from common import X, fmt_num, fmt_ratio, ratios, verdict
+
+    rows: list[tuple[str, str, str]] = []
+    peers = [p for p in JOB_QUEUE_PEERS if p in w["peak"]]
+    if peers and "harel_sa" in w["peak"]:
+        best = [max(vals) for vals in zip(*(w["peak"][p] for p in peers), strict=True)]
+        got = ratios(w["peak"]["harel_sa"], best)
+        rows.append((
+            f"Peak job-queue throughput ≥ 1.0{X} the best of {', '.join(peers)}",
+            fmt_ratio(got), verdict(statistics.median(got) >= 1.0),
+        ))  # fmt: skip
+    grouped = w["phases"].get("harel_sa_64")
+    if grouped:
+        idle = _ratio_of(grouped, "idle")
+        rows.append((
+            f"64 groups, idle in transaction ÷ clean, at {w['rate']} jobs/s, ≥ 0.8{X}",
+            "-" if idle is None else f"{fmt_num(idle)}{X} (one run)",
+            verdict(idle is not None and idle >= 0.8),
+        ))  # fmt: skip
+        back = grouped.get("recovered_s")
+        rows.append((
+            "64 groups: a backlog under 100 within 30 s of the session's end",
+            "never" if back is None else f"{back:g} s",
+            verdict(back is not None and back <= 30),
+        ))  # fmt: skip
+    jobs = w["phases"].get("harel_sa")
+    if jobs:
+        idle = _ratio_of(jobs, "idle")
+        rows.append((
+            "A group per message, idle in transaction ÷ clean",
+            "-" if idle is None else f"{fmt_num(idle)}{X}; backlog under 100 "
+            f"{jobs.get('recovered_s', '-')} s after", "",
+        ))  # fmt: skip
+    return rows
+
+
+def section(w: dict[str, Any]) -> list[str]:
+    from common import fmt, summary, table
+
+    peaks = [
+        f"{name}: {fmt(vals)} jobs/s" for name, vals in w["peak"].items() if vals and all(vals)
+    ]
+    if w.get("pgboss") is None:
+        peaks.append("pg-boss: not run (needs node and npm)")
+    head = ["phase", *w["phases"]]
+    labels = list(next(iter(w["phases"].values()), {}))
+    cells = []
+    for label in labels:
+        if not isinstance(next(iter(w["phases"].values()))[label], dict):
+            continue
+        row = [f"{label} ({next(iter(w['phases'].values()))[label]['kind']})"]
+        for phases in w["phases"].values():
+            p = phases.get(label, {})
+            row.append(
+                f"{p.get('completion')}/s, p50 {p.get('p50_ms')} ms, p99 {p.get('p99_ms')} ms, "
+                f"depth {p.get('depth_end')}, dead {p.get('dead_max')}"
+            )
+        cells.append(row)
+    return summary(
+        "Under pressure: the field's job-queue benchmark (issue 62)",
+        "The adapters of hardbyte/postgresql-job-queue-benchmarking's protocol (`bench/jobqueue/`)"
+        f" on one throw-away cluster set up as its `postgres.conf`: {w['workers']} workers, 1 ms"
+        " of work a job, producer and workers on this machine. Peak: the depth held at 4,000"
+        f" (in turns, per repetition). Phases (`bench/pressure.py`, one run at {w['rate']}"
+        " jobs/s): completion rate (median), pickup p50/p99 (medians of 30 s windows), depth at"
+        " the phase's end, most dead tuples.",
+        targets(w),
+        "Peaks: " + "; ".join(peaks) + ".",
+        *table(head, cells),
+    )
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--systems", default="harel_sa,harel_sa_64,procrastinate,pgboss")

@@ -37,9 +37,8 @@ class Statement:
     names: tuple[str, ...]
     bind: Callable[[Mapping[str, Any]], Sequence[Any]] = field(compare=False)
     clause: TextClause = field(compare=False)  # what ``sql`` was compiled from
-    #: Planned under harel_sa's planner settings even on a session that is not its own
-    #: (a claim: :data:`harel_sa.postgres.connect.PLANNER`, :func:`harel_sa.postgres.driver.
-    #: exchange`).
+    #: Sent after the planner's settings for its transaction (a claim:
+    #: :data:`harel_sa.postgres.driver.PLANNER`).
     steered: bool = field(default=False, compare=False)
 
 

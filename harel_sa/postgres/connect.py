@@ -40,25 +40,13 @@ def checked_pooler(value: object) -> Pooler:
     raise InvalidArgumentError(f"pooler must be one of {', '.join(POOLERS)}, not {value!r}")
 
 
-#: The planner settings of harel_sa's own sessions. A queue is often near-empty, or all leased,
-#: when (auto)ANALYZE samples it; with those statistics the planner priced a claim's walk as a
-#: read of every group and chose a sort of the groups (or the messages as the outer side of the
-#: join: a claim quadratic in the backlog), a plan kept while the backlog grew. With no sort,
-#: only the index walks remain. JIT off: the penalty on a disabled node prices every claim past
-#: ``jit_above_cost``, and compiling would cost each new plan a large fraction of a second.
-PLANNER = (("enable_sort", "off"), ("jit", "off"))
-
-
 def session_setup(lock_timeout_ms: int | None = None) -> str:
     """The statement each connection harel_sa opens runs first, whatever the URL's options,
     PGOPTIONS or the database's defaults say: its transactions READ COMMITTED (the claims'
     rules are built on it: under REPEATABLE READ or SERIALIZABLE, concurrent claims and acks
     fail with serialization errors), and with a ``lock_timeout_ms``, the longest wait for a
-    lock. Not run through a pooler (:func:`set_up`).
-
-    It also steers the planner (:data:`PLANNER`): a claim's plan must stay a walk of the
-    rotation's index that stops at the first group it can lease, whatever the statistics say."""
-    settings = [("default_transaction_isolation", "read committed"), *PLANNER]
+    lock. Not run through a pooler (:func:`set_up`)."""
+    settings = [("default_transaction_isolation", "read committed")]
     if lock_timeout_ms is not None:
         settings.append(("lock_timeout", str(max(1, int(lock_timeout_ms)))))
     calls = ", ".join(f"set_config('{name}', '{value}', false)" for name, value in settings)

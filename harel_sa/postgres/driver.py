@@ -27,8 +27,8 @@ from harel_sa.errors import (
     StorageError,
     TransportClosedError,
 )
+from harel_sa.postgres import wire as wires
 from harel_sa.postgres.compiled import Statement, positional
-from harel_sa.postgres.connect import PLANNER
 from harel_sa.postgres.kinds import Locked, One, Operation, operation
 from harel_sa.postgres.wire import (
     AsyncConnection,
@@ -57,23 +57,40 @@ ADAPTERS = AdaptersMap(psycopg.adapters)
 ADAPTERS.register_dumper(list, ListBinaryDumper)
 
 
-#: :data:`~harel_sa.postgres.connect.PLANNER` for one transaction: sent before a steered
-#: statement on a session that is not harel_sa's own (a transaction pooler between).
+#: The planner's settings for a claim (a steered statement), in its own transaction. A queue
+#: is often near-empty, or all leased, when (auto)ANALYZE samples it; with those statistics the
+#: planner priced a claim's walk as a read of every group and chose a sort of the groups (or
+#: the messages as the outer side of the join: a claim quadratic in the backlog), a plan kept
+#: while the backlog grew. With no sort, only the index walks remain. Not for a whole session:
+#: there the other statements' small sorts would give way to full index scans. JIT off: the
+#: penalty on a disabled node prices a claim past ``jit_above_cost``, and compiling would cost
+#: a new plan a fraction of a second.
+PLANNER = (("enable_sort", "off"), ("jit", "off"))
+#: :data:`PLANNER` for one transaction, sent before each steered statement in its round trip.
 STEER = positional(
     "SELECT " + ", ".join(f"set_config('{name}', '{value}', true)" for name, value in PLANNER)
 )
 
 
-def _execute(wire: Wire, statement: Statement, params: Any) -> Exchange[tuple[list[Any], int]]:
-    """``statement`` with ``params`` on ``wire``; a steered one (a claim) on a session whose
-    settings are not harel_sa's is planned after :data:`STEER`, in its transaction."""
+def _execute(
+    wire: Wire, statement: Statement, params: Any, begin: Statement | None = None
+) -> Exchange[tuple[list[Any], int]]:
+    """``statement`` with ``params`` on ``wire``, in the round trip of the ``begin`` of its
+    transaction (if it is the first); a steered one (a claim) planned and run after
+    :data:`STEER`, in its transaction."""
+    chain: list[tuple[bytes, Any]] = []
+    if begin is not None:
+        if wires.PIPELINES:
+            chain.append((begin.sql, ()))
+        else:  # a chain must not open a transaction then
+            yield from wire.command(begin.sql)
+    if statement.steered:
+        chain.append((STEER.sql, ()))
     values = statement.bind(params)
-    if not statement.steered or wire.own_session:
+    if not chain:
         return (yield from wire.execute(statement.sql, values))
-    if wire.in_transaction:
-        yield from wire.execute(STEER.sql, ())
-        return (yield from wire.execute(statement.sql, values))
-    return (yield from wire.execute_after(STEER.sql, (), statement.sql, values))
+    chain.append((statement.sql, values))
+    return (yield from wire.execute_chain(chain))
 
 
 def exchange(wire: Wire, op: Operation[T]) -> Exchange[T]:
@@ -86,27 +103,27 @@ def exchange(wire: Wire, op: Operation[T]) -> Exchange[T]:
     if isinstance(op, Locked):
         lock, query = op.lock, op.query
         while True:
-            rows, count = yield from wire.execute_after(
-                lock.statement.sql,
-                lock.statement.bind(lock.params),
-                query.statement.sql,
-                query.statement.bind(query.params),
+            rows, count = yield from wire.execute_chain(
+                [
+                    (lock.statement.sql, lock.statement.bind(lock.params)),
+                    (query.statement.sql, query.statement.bind(query.params)),
+                ]
             )
             read = op.read(Result(rows, count))
             if read is not None:
                 return read
     program = op.start()
-    if op.begin is not None:
-        yield from wire.command(op.begin)
+    begin = op.begin  # sent with the first statement
     ran = 0  # statements that ran (each committed on its own without a ``begin``)
     try:
         step = next(program)
         while True:
-            rows, count = yield from _execute(wire, step.statement, step.params)
+            rows, count = yield from _execute(wire, step.statement, step.params, begin)
+            begin = None
             ran += 1
             step = program.send(Result(rows, count))
     except StopIteration as done:
-        if op.begin is not None:
+        if op.begin is not None and begin is None:  # begun: a program of no statement is not
             yield from wire.command(b"COMMIT")
         value: T = done.value
         return value

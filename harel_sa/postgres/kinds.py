@@ -11,27 +11,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from harel_sa.postgres.compiled import Statement
+from harel_sa.postgres.compiled import Statement, positional
 from harel_sa.seam import Bound, Program, Query, Result
 
 T = TypeVar("T")
 ClockOrServer = Callable[[], float] | None  # None: the server's clock
 
 #: Begin of a read that must see one snapshot (stats).
-BEGIN_SNAPSHOT = b"BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-BEGIN_WRITE = b"BEGIN"
+BEGIN_SNAPSHOT = positional("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+BEGIN_WRITE = positional("BEGIN")
 
 
 @dataclass(slots=True)
 class Op(Bound[T]):
     """An operation ready to run: what starts its program (run again from the start when a
     driver retries), and the ``BEGIN`` of its transaction (``None``: its one statement runs
-    alone, in autocommit, as most operations' does). A batch's claim runs in a transaction:
+    alone, in autocommit, as most operations' does; sent with the first statement). A batch's
+    claim runs in a transaction:
     one statement, unless it buries a head. ``retry_safe``: it only reads, so a driver may run
     it again on a fresh connection when the connection was lost."""
 
     start: Callable[[], Program[Statement, T]]
-    begin: bytes | None = None
+    begin: Statement | None = None
     retry_safe: bool = False
 
 

@@ -162,31 +162,37 @@ class Wire:
             result = self._check((yield from self._results()))
         return self._rows(result)
 
-    def execute_after(
-        self, first: bytes, first_params: Sequence[Any], sql: bytes, params: Sequence[Any]
+    def execute_chain(
+        self, chain: Sequence[tuple[bytes, Sequence[Any]]]
     ) -> Exchange[tuple[list[Any], int]]:
-        """Run the prepared statement ``first``, then ``sql``, in one implicit transaction sent
-        at once (libpq's pipeline: one round trip); ``sql``'s rows and row count, as
-        :meth:`execute`'s. The server runs ``sql`` once ``first`` has returned, with a snapshot
-        of its own taken then (READ COMMITTED): what committed while ``first`` waited (for a
-        lock) is seen. An error in either rolls both back. Without pipelines (libpq before 14):
-        ``BEGIN``, the two statements and ``COMMIT``, one round trip each."""
+        """Run the prepared statements of ``chain`` (``(sql, params)`` pairs, two or more) in
+        order, sent at once (libpq's pipeline: one round trip), in one implicit transaction,
+        in the transaction open on the connection, or in one the chain's ``BEGIN`` opens; the
+        last one's rows and row count, as :meth:`execute`'s. Each statement runs once the one
+        before it has returned, with a snapshot of its own taken then (READ COMMITTED): what
+        committed while a lock was awaited is seen. An error in one rolls the implicit
+        transaction back. Without pipelines (libpq before 14): one round trip each, between a
+        ``BEGIN`` and a ``COMMIT`` of their own when no transaction is open (a chain must not
+        begin one then)."""
         if not PIPELINES:
-            yield from self.command(b"BEGIN")
+            own = not self.in_transaction
+            if own:
+                yield from self.command(b"BEGIN")
             try:
-                yield from self.execute(first, first_params)
-                found = yield from self.execute(sql, params)
+                for sql, params in chain:
+                    found = yield from self.execute(sql, params)
             except BaseException:
-                if self.in_transaction:
+                if own and self.in_transaction:
                     with contextlib.suppress(psycopg.Error):
                         yield from self.command(b"ROLLBACK")
                 raise
-            yield from self.command(b"COMMIT")
+            if own:
+                yield from self.command(b"COMMIT")
             return found
         pgconn = self.pgconn
         pgconn.enter_pipeline_mode()
         try:
-            sent = [self._send(first, first_params), self._send(sql, params)]
+            sent = [self._send(sql, params) for sql, params in chain]
             pgconn.pipeline_sync()
             results = yield from self._pipeline_results()
         finally:
@@ -201,7 +207,7 @@ class Wire:
                 self._names[key] = name  # prepared, whatever its run did
             run = results.pop(0)
             runs.append(self._prepared(run) if key is not None else self._check(run))
-        return self._rows(runs[1])
+        return self._rows(runs[-1])
 
     def _send(self, sql: bytes, params: Sequence[Any]) -> tuple[bool, Any, bytes]:
         """Send ``sql`` with ``params`` in a pipeline (prepared first when new): whether it
@@ -259,12 +265,6 @@ class Wire:
         """Run ``sql`` (``BEGIN``, ``COMMIT``, ``ROLLBACK``: no parameter, no row)."""
         self.pgconn.send_query(sql)
         self._check((yield from self._results()))
-
-    @property
-    def own_session(self) -> bool:
-        """Whether the server session is this connection's own, its settings harel_sa's
-        (:class:`ServerSession`'s ``pinned``)."""
-        return self._server.pinned
 
     @property
     def in_transaction(self) -> bool:

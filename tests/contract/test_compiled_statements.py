@@ -14,6 +14,8 @@ from sqlalchemy import TextClause
 
 from harel_sa import Event, PostgresTransport, SqliteTransport
 from harel_sa.postgres import compiled as pgc
+from harel_sa.postgres import driver as pg_driver
+from harel_sa.postgres import kinds as pg_kinds
 from harel_sa.postgres import statements as pg
 from harel_sa.schema import Names
 from harel_sa.sqlite import statements as lite
@@ -86,6 +88,8 @@ def test_postgresql_prepares_only_compiled_text_constructs(pg_url: str) -> None:
         q._sessions.keep(session)
     st = pg.statements_for(Names(), True)
     every = [*vars(st).values(), *vars(st.scheduling).values()]
+    # And the driver's own: the claims' planner settings and the transactions' begins.
+    every += [pg_driver.STEER, pg_kinds.BEGIN_WRITE, pg_kinds.BEGIN_SNAPSHOT]
     compiled = {s.sql.decode() for s in every if isinstance(s, pgc.Statement)}
     for statement in vars(st).values():
         if isinstance(statement, pgc.Statement):

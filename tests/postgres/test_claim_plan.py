@@ -24,6 +24,7 @@ from psycopg import sql
 
 from harel_sa import Event, PostgresTransport
 from harel_sa.postgres.compiled import Statement
+from harel_sa.postgres.driver import STEER
 from harel_sa.postgres.statements import statements_for
 from harel_sa.schema import Names
 
@@ -64,14 +65,22 @@ def on_groups(node: dict[str, Any]) -> bool:
 
 
 def generic_plan(
-    conn: psycopg.Connection[Any], claim: Statement, params: dict[str, Any], *, whole: bool = False
+    conn: psycopg.Connection[Any],
+    claim: Statement,
+    params: dict[str, Any],
+    *,
+    whole: bool = False,
+    steered: bool = True,
 ) -> Any:
     """The executed plan (``EXPLAIN ANALYZE``, rolled back) of ``claim`` as a prepared
-    statement with a generic plan, the one psycopg's ``prepare=True`` settles on (``whole``:
-    EXPLAIN's whole answer, its JIT section included, not only the plan)."""
+    statement with a generic plan, the one psycopg's ``prepare=True`` settles on, planned
+    after the settings the driver sends before it (``steered``, :data:`harel_sa.postgres.
+    driver.STEER`); ``whole``: EXPLAIN's whole answer, its JIT section included."""
     order, prepared = claim.names, claim.sql.decode()
     with conn.transaction(force_rollback=True):
         conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        if steered and claim.steered:
+            conn.execute(STEER.sql.decode())
         types = ", ".join(TYPES[name] for name in order)
         # The simple protocol: over the extended one the server takes the body's $n as the
         # PREPARE's own parameters.

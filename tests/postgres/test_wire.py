@@ -22,7 +22,7 @@ from psycopg import pq
 from harel_sa.postgres import wire
 from harel_sa.postgres.compiled import positional
 from harel_sa.postgres.driver import ADAPTERS, arun, run
-from harel_sa.postgres.kinds import Locked, One, Op
+from harel_sa.postgres.kinds import BEGIN_WRITE, Locked, One, Op
 from harel_sa.postgres.wire import AsyncConnection, Connection, ServerSession, Unprepared, Wire
 from harel_sa.seam import Program, Query, Result
 from tests.postgres.relay import holding_the_close
@@ -89,19 +89,35 @@ def test_an_error_is_psycopgs_and_leaves_the_connection_usable(conn: Connection)
     assert run(conn, one(INSERT, n=1)).rowcount == 1
 
 
+def _returns(value: int) -> Program[int]:
+    yield from ()
+    return value
+
+
 def _insert_then(statement: Any, params: dict[str, Any]) -> Program[None]:
     yield Query(INSERT, {"n": 1})
     yield Query(statement, params)
 
 
-def test_a_program_that_fails_is_rolled_back(conn: Connection) -> None:
-    failing = Op(partial(_insert_then, positional("SELECT 1 / :n"), {"n": 0}), begin=b"BEGIN")
+@pytest.mark.parametrize("pipelines", [True, False])
+def test_a_program_that_fails_is_rolled_back(
+    conn: Connection, pipelines: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its ``BEGIN`` goes with its first statement (libpq's pipeline), or alone before it."""
+    monkeypatch.setattr(wire, "PIPELINES", pipelines)
+    failing = Op(partial(_insert_then, positional("SELECT 1 / :n"), {"n": 0}), begin=BEGIN_WRITE)
     with pytest.raises(pg.DivisionByZero):
         run(conn, failing)
     assert conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
     assert conn.execute("SELECT count(*) FROM marks").fetchone() == (0,)
-    run(conn, Op(partial(_insert_then, SLEEP, {"seconds": 0}), begin=b"BEGIN"))
+    run(conn, Op(partial(_insert_then, SLEEP, {"seconds": 0}), begin=BEGIN_WRITE))
     assert conn.execute("SELECT count(*) FROM marks").fetchone() == (1,)
+    # A program that sends nothing begins nothing, and commits nothing.
+    notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
+    assert run(conn, Op(partial(_returns, 7), begin=BEGIN_WRITE)) == 7
+    assert conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
+    assert notices == []
 
 
 def test_a_statement_is_named_by_what_it_is_the_same_on_every_connection(
@@ -171,7 +187,7 @@ def test_a_program_stopped_so_may_run_again_only_if_nothing_of_it_committed(
         run(other, one(ECHO_INT, n=1))
         other.execute("DEALLOCATE ALL")
         with pytest.raises(Unprepared) as raised:  # in a transaction: rolled back
-            run(other, Op(echo_after_insert, begin=b"BEGIN"))
+            run(other, Op(echo_after_insert, begin=BEGIN_WRITE))
         assert raised.value.repeatable and count(other) == 1
         assert other.pgconn.transaction_status == pq.TransactionStatus.IDLE
 
@@ -317,7 +333,7 @@ def test_ctrl_c_cancels_the_statement_in_flight_and_keeps_the_connection(
     comes at once, not after the statement), its transaction rolled back, and the connection
     stays open, out of any transaction, ready for the next call."""
     op: Any = (
-        Op(partial(_insert_then, SLEEP, {"seconds": 30}), begin=b"BEGIN")
+        Op(partial(_insert_then, SLEEP, {"seconds": 30}), begin=BEGIN_WRITE)
         if in_transaction
         else one(SLEEP, seconds=30)
     )
@@ -343,7 +359,7 @@ def test_a_cancelled_wait_on_the_loop_cancels_the_statement_too(pg_url: str) -> 
         ) as aconn:
             aconn.wire = Wire(aconn)
             await aconn.execute("CREATE TABLE marks (n integer)")
-            op = Op(partial(_insert_then, SLEEP, {"seconds": 30}), begin=b"BEGIN")
+            op = Op(partial(_insert_then, SLEEP, {"seconds": 30}), begin=BEGIN_WRITE)
             started = time.monotonic()
             task = asyncio.create_task(arun(aconn, op))
             await asyncio.sleep(0.3)
