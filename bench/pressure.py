@@ -100,6 +100,12 @@ def systems(pgboss_dir: Path | None) -> dict[str, System]:
     out = {
         "harel_sa": System("harel_sa", harel, {"HAREL_SA_GROUPS": "0"}, harel_tables),
         "harel_sa_64": System("harel_sa_64", harel, {"HAREL_SA_GROUPS": "64"}, harel_tables),
+        "harel_sa_unbatched": System(
+            "harel_sa_unbatched",
+            harel,
+            {"HAREL_SA_GROUPS": "0", "HAREL_SA_BATCH": "1"},
+            harel_tables,
+        ),
         "procrastinate": System(
             "procrastinate",
             (py, str(ADAPTERS / "procrastinate_adapter.py")),
@@ -301,7 +307,7 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
         after = [(t, v) for t, m, v in run["samples"] if m == "queue_depth" and t >= ends[0]]
         under = next((t for t, v in after if v < 100), None)
         out["recovered_s"] = None if under is None else round(under - ends[0], 1)
-    out["kills"] = run["kills"]
+    out["backends_killed"] = run["kills"]
     return out
 
 
@@ -314,7 +320,7 @@ def _median(values: list[float]) -> float | None:
 #: The offered rate of the phased runs (jobs/s): what every harel_sa mode meets clean here.
 RATE = 300
 #: The systems whose peaks are compared, and those run through the phases.
-PEAKS = ("harel_sa", "harel_sa_64", "procrastinate", "pgboss")
+PEAKS = ("harel_sa", "harel_sa_unbatched", "harel_sa_64", "procrastinate", "pgboss")
 PHASED = ("harel_sa", "harel_sa_64", "procrastinate")
 JOB_QUEUE_PEERS = ("procrastinate", "pgboss")
 
@@ -439,7 +445,7 @@ def section(w: dict[str, Any]) -> list[str]:
         " the phase's end, most dead tuples.",
         targets(w),
         "Peaks: " + "; ".join(peaks) + ".",
-        *table(head, cells),
+        "\n".join(table(head, cells)),
     )
 
 

@@ -17,6 +17,8 @@ import one_cpu
 import outbox
 import pg_bench
 import pg_pooler
+import pg_profile
+import pressure
 import scheduling
 import upgrade_locks
 import wal
@@ -259,6 +261,8 @@ REPORTS: dict[str, tuple[Report, Report]] = {
     "scheduling": (scheduling.targets, scheduling.section),
     "mechanisms": (mechanisms.targets, mechanisms.section),
     "ab": (ab.targets, ab.section),
+    "pressure": (pressure.targets, pressure.section),
+    "pgprofile": (lambda w: [], pg_profile.section),
 }
 
 

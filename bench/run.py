@@ -41,6 +41,8 @@ import one_cpu  # noqa: E402
 import outbox  # noqa: E402
 import pg_bench  # noqa: E402
 import pg_pooler  # noqa: E402
+import pg_profile  # noqa: E402
+import pressure  # noqa: E402
 import procs  # noqa: E402
 import report  # noqa: E402
 import scheduling  # noqa: E402
@@ -51,7 +53,8 @@ from common import Config  # noqa: E402
 
 WORKLOADS = (
     "w1", "w2", "w3", "w4", "w5", "w6", "w7", "fast", "batch", "cpu", "harel", "pg", "pooler",
-    "upgrade", "outbox", "scheduling", "mechanisms",
+    "upgrade", "outbox", "scheduling", "mechanisms", "pressure",
+    "pgprofile",
 )  # fmt: skip
 #: Run only when asked for (``--only ab``): it needs HAREL_SA_AB_BASE.
 ON_REQUEST = ("ab",)
@@ -179,6 +182,8 @@ def main(argv: list[str]) -> int:
         "outbox": lambda: outbox.run(cfg),
         "scheduling": lambda: scheduling.run(cfg),
         "mechanisms": lambda: mechanisms.run(cfg),
+        "pressure": lambda: pressure.run(cfg),
+        "pgprofile": lambda: pg_profile.run(cfg),
         "ab": lambda: ab.run(cfg),
     }
     results: dict[str, Any] = {}

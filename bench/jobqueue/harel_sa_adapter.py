@@ -2,8 +2,9 @@
 """harel_sa under the job-queue benchmark's protocol, through its public API only.
 
 A producer (``PostgresTransport.publish_many`` each tick) in this process; consumers in
-``HAREL_SA_PROCESSES`` processes, each a ``Worker`` (what ``harel-sa worker`` runs) with
-``WORKER_COUNT / HAREL_SA_PROCESSES`` slots and ``HAREL_SA_BATCH``. ``HAREL_SA_GROUPS``: 0
+``HAREL_SA_PROCESSES`` processes (default 1), each a ``Worker`` (what ``harel-sa worker`` runs)
+with ``WORKER_COUNT / HAREL_SA_PROCESSES`` slots and ``batch=HAREL_SA_BATCH`` (default 8: the
+configuration docs/postgresql.md advises at high load). ``HAREL_SA_GROUPS``: 0
 publishes each job in a group of its own (a job queue), N > 0 spreads them over N ordered
 groups. Run by ``bench/pressure.py``, or by the harness as any adapter.
 """
@@ -29,6 +30,7 @@ from harel_sa import Event, PostgresTransport, Worker
 
 SYSTEM = "harel_sa"
 REPORT_EVERY = 0.25
+READY = "ready"  # a consumer's first word: the producer starts once each has said it
 
 
 def consume(url: str, slots: int, batch: int, work_ms: int, out: Any) -> None:
@@ -57,7 +59,9 @@ def consume(url: str, slots: int, batch: int, work_ms: int, out: Any) -> None:
     reporter = threading.Thread(target=report, daemon=True)
     reporter.start()
     with PostgresTransport(url, create_schema=False, pool_size=slots + 2) as q:
-        Worker(q, handle, concurrency=slots, batch=batch, visibility=30.0).run()
+        worker = Worker(q, handle, concurrency=slots, batch=batch, visibility=30.0)
+        out.put(READY)
+        worker.run()
     stopped.set()
     reporter.join()
 
@@ -65,8 +69,8 @@ def consume(url: str, slots: int, batch: int, work_ms: int, out: Any) -> None:
 def main() -> None:
     settings = Settings()
     groups = env_int("HAREL_SA_GROUPS", 0)
-    processes = max(1, env_int("HAREL_SA_PROCESSES", 2))
-    batch = max(1, env_int("HAREL_SA_BATCH", 1))
+    processes = max(1, env_int("HAREL_SA_PROCESSES", 1))
+    batch = max(1, env_int("HAREL_SA_BATCH", 8))
     url = settings.url
     descriptor(
         SYSTEM,
@@ -91,6 +95,8 @@ def main() -> None:
     ]
     for child in children:
         child.start()
+    for _ in children:
+        assert out.get(timeout=60) == READY
 
     def collect() -> None:
         while not stop.is_set() or any(c.is_alive() for c in children):
