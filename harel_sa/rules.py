@@ -3,11 +3,17 @@
 The statements and operations of ``sqlite/`` and ``postgres/`` take these from here, so the
 two backends cannot drift apart on them: the sentinel of a parked message, how far past a
 group's head a claim looks for a lease, the most rows one statement of a batch names, how much
-of an error a dead letter keeps, and the reason a message that was delivered too often is
-dead-lettered with.
+of an error a dead letter keeps, the reason a message that was delivered too often is
+dead-lettered with, and the warning a claim that dead-letters a head logs.
 """
 
 from __future__ import annotations
+
+import logging
+import threading
+import time
+
+log = logging.getLogger("harel_sa")
 
 #: ``locked_by`` of a parked message (``nack(delay > 0)``); the original transport's sentinel.
 PARKED = "__parked__"
@@ -33,3 +39,34 @@ def exhausted(deliveries: int, max_deliveries: int | None) -> str | None:
         return None
     times = "1 time" if deliveries == 1 else f"{deliveries} times"
     return f"delivered {times} (max {max_deliveries})"
+
+
+#: At most this many warnings of :func:`warn_dead_at_claim` a :data:`WARN_WINDOW` (seconds):
+#: a run of undecodable rows logs a line each up to it, then says how many it left out.
+WARN_BURST, WARN_WINDOW = 10, 10.0
+_warned = {"since": 0.0, "logged": 0, "left_out": 0}
+_warned_lock = threading.Lock()
+
+
+def warn_dead_at_claim(seq: int, group_id: str, reason: str) -> None:
+    """Log (WARNING) that a claim moved the head ``seq`` of ``group_id`` to the dead table
+    instead of leasing it: a worker whose every claim finds undecodable rows says so. The
+    reason's first line only (a validation error's next lines quote the event's data)."""
+    with _warned_lock:
+        now = time.monotonic()
+        if now - _warned["since"] >= WARN_WINDOW:
+            _warned.update(since=now, logged=0)
+        if _warned["logged"] >= WARN_BURST:
+            _warned["left_out"] += 1
+            return
+        _warned["logged"] += 1
+        left_out, _warned["left_out"] = _warned["left_out"], 0
+    more = f" ({left_out} more left out of this log before)" if left_out else ""
+    log.warning(
+        "claim dead-lettered seq %d of group %r: %s%s",
+        seq,
+        group_id,
+        reason.splitlines()[0] if reason else reason,
+        more,
+        extra={"seq": seq, "group_id": group_id},
+    )

@@ -143,18 +143,25 @@ def queue_target(args: argparse.Namespace, *, must_exist: bool) -> Target:
 
 
 def open_queue(
-    t: Target, *, create_schema: bool = False, pooler: Pooler = "auto", read_only: bool = False
+    t: Target,
+    *,
+    create_schema: bool = False,
+    pooler: Pooler = "auto",
+    read_only: bool = False,
+    event_type: type[Any] | None = None,
 ) -> Any:
     """The sync transport on ``t``: SQLite's (:meth:`Target.open`) or PostgreSQL's (through
-    ``pooler``), its schema checked (or, with ``create_schema``, brought to head).
-    ``read_only``: SQLite's file opened ``mode=ro``, PostgreSQL's transactions read-only."""
+    ``pooler``), its schema checked (or, with ``create_schema``, brought to head), its events
+    decoded as ``event_type`` (``None``: :class:`~harel_sa.Event`). ``read_only``: SQLite's
+    file opened ``mode=ro``, PostgreSQL's transactions read-only."""
+    typed: dict[str, Any] = {} if event_type is None else {"event_type": event_type}
     if t.path is None and is_postgresql(t.api):
         from harel_sa import ConnectionLostError, PostgresTransport
         from harel_sa.postgres.connect import read_only as read_only_info
 
         def opened(where: object) -> Any:
             return PostgresTransport(
-                where, prefix=t.prefix, create_schema=create_schema, pooler=pooler
+                where, prefix=t.prefix, create_schema=create_schema, pooler=pooler, **typed
             )
 
         if not read_only:
@@ -166,8 +173,8 @@ def open_queue(
                 raise
             return opened(t.api)  # PgBouncer refuses libpq's options: the role's settings hold
     if create_schema:
-        return t.open(create_schema=True)
-    return t.open(read_only=read_only)
+        return t.open(create_schema=True, **typed)
+    return t.open(read_only=read_only, **typed)
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from harel_sa.postgres.connect import POOLERS, Pooler, is_postgresql
 from harel_sa.schema import MAX_PRIORITY
 from harel_sa.validate import MAX_LIMIT
 from harel_sa.worker import DEFAULT_ACK_WAIT, DEFAULT_MAX_DELIVERIES
-from harel_sa.worker.options import is_async
+from harel_sa.worker.options import check_handler, is_async
 
 if TYPE_CHECKING:
     from harel_sa.worker import WorkerStats
@@ -109,6 +109,14 @@ SETTINGS = (
         "PostgreSQL behind a pooler: auto (found at connect), session (LISTEN and settings "
         "kept: PgBouncer's pool_mode = session) or transaction",
         "MODE",
+    ),
+    Setting(
+        "--event-type",
+        "HAREL_SA_EVENT_TYPE",
+        str,
+        None,
+        "the pydantic model the messages' events are (default harel_sa.Event)",
+        "MODULE:CLASS",
     ),
     Setting("--worker-id", "HAREL_SA_WORKER_ID", str, None, "default: host:pid:random", "ID"),
     Setting("--concurrency", "HAREL_SA_CONCURRENCY", lambda t: _whole(t, 1), 1, "handlers at once"),
@@ -284,10 +292,26 @@ def load_periodic(paths: list[str], debug: bool = False) -> list[Any]:
     return found
 
 
+def load_event_type(path: str, debug: bool = False) -> type[Any]:
+    """The pydantic model ``--event-type`` names (``MODULE:CLASS``), or a one-line usage
+    error: the events are decoded with it, and one of another shape would be dead-lettered."""
+    from pydantic import BaseModel
+
+    found = load(path, debug, what="--event-type")
+    if not (isinstance(found, type) and issubclass(found, BaseModel)):
+        raise CliError(f"--event-type {path} is a {type(found).__name__}, not a pydantic model")
+    return found
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     given = settings(args)
     logs.configure(given["log_level"], given["log_format"])
     handler = load(args.handler, args.debug)
+    try:
+        check_handler(handler)
+    except harel_sa.InvalidArgumentTypeError as exc:
+        raise CliError(f"{args.handler}: {exc}") from None
+    event_type = None if given["event_type"] is None else load_event_type(given["event_type"])
     t = queue_target(argparse.Namespace(**given), must_exist=True)
     if t.path is not None and given["pooler"] != "auto":
         raise CliError("--pooler is for a postgresql:// --url, not for a SQLite file")
@@ -312,9 +336,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
             options["observer"] = _metrics(t, given, stack)
         if is_async(handler):
             log.info("handler %s is async: running an AsyncWorker", args.handler)
-            asyncio.run(_run_async(t, given["pooler"], handler, options, run))
+            asyncio.run(_run_async(t, given["pooler"], handler, options, run, event_type))
         else:
-            with open_queue(t, pooler=given["pooler"]) as queue:
+            with open_queue(t, pooler=given["pooler"], event_type=event_type) as queue:
                 harel_sa.Worker(queue, handler, **options).run(**run)
     return OK
 
@@ -325,17 +349,19 @@ async def _run_async(
     handler: Callable[..., Any],
     options: dict[str, Any],
     run: dict[str, Any],
+    event_type: type[Any] | None,
 ) -> WorkerStats:
     queue: Any
+    typed: dict[str, Any] = {} if event_type is None else {"event_type": event_type}
     if t.path is None and is_postgresql(t.api):
         from harel_sa import AsyncPostgresTransport  # needs the postgres extra
 
         queue = await AsyncPostgresTransport.create(
-            t.api, prefix=t.prefix, create_schema=False, pooler=pooler
+            t.api, prefix=t.prefix, create_schema=False, pooler=pooler, **typed
         )
     else:
         queue = await harel_sa.AsyncSqliteTransport.create(
-            t.api, prefix=t.prefix, create_schema=False
+            t.api, prefix=t.prefix, create_schema=False, **typed
         )
     try:
         return await harel_sa.AsyncWorker(queue, handler, **options).run(**run)

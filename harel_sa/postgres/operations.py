@@ -26,7 +26,7 @@ from harel_sa.postgres.kinds import (
     now_param,
 )
 from harel_sa.postgres.statements import Statements, batch_size
-from harel_sa.rules import BATCH_MAX, MAX_ERROR, exhausted
+from harel_sa.rules import BATCH_MAX, MAX_ERROR, exhausted, warn_dead_at_claim
 from harel_sa.seam import ClaimSpec, Program, Query, Result, Row
 from harel_sa.validate import no_nul
 
@@ -276,6 +276,7 @@ def _claim_many(
                     yield _untake(st, after)
                 yield from _bury(st, clock, seq, locks[i], error, 1)
                 yield Query(st.untouch, {"group_id": group_id, "before": row[4]})
+                warn_dead_at_claim(seq, group_id, error)
                 break
             leases.append(Lease(seq, group_id, event, worker_id, taken[i], deliveries))
         else:
@@ -351,6 +352,7 @@ def _claim(
             raise
         if error is not None:
             yield from _bury(st, clock, seq, locked_by, error, 1)
+            warn_dead_at_claim(seq, group_id, error)
             yield Query(st.untouch, {"group_id": group_id, "before": before})
             continue
         return Lease(seq, group_id, event, spec.worker_id, token, deliveries)

@@ -13,7 +13,7 @@ import sqlite3
 from typing import Any
 
 from harel_sa.events import Lease, tokens
-from harel_sa.rules import BATCH_MAX, MAX_ERROR, exhausted
+from harel_sa.rules import BATCH_MAX, MAX_ERROR, exhausted, warn_dead_at_claim
 from harel_sa.seam import ClaimSpec, Clock, Due, Row
 from harel_sa.sqlite import scheduling
 from harel_sa.sqlite.driver import immediate_transaction
@@ -233,6 +233,7 @@ def _set_aside(
     deleted (with its empty successors), a message is moved to the dead table with ``why``."""
     if why:
         move_to_dead_letters(conn, statements, row[0], now, why)
+        warn_dead_at_claim(row[0], row[1].decode(errors="replace"), why)
     else:
         conn.execute(statements.drop_empty_groups, {"last_claimed_at": row[4], "grow": row[5]})
 

@@ -191,11 +191,29 @@ def check_arguments(transport: object, kind: type, names: str, handler: object, 
         )
     if not callable(handler):
         raise InvalidArgumentTypeError(f"handler must be callable, not {type(handler).__name__}")
+    check_handler(handler)
     if sync and is_async(handler):
         raise InvalidArgumentTypeError(
             "Worker runs sync handlers and would never await this coroutine function's "
             "coroutines: run it with AsyncWorker (on an async transport)"
         )
+
+
+def check_handler(handler: Any) -> None:
+    """``InvalidArgumentTypeError`` unless ``handler`` can be called with one positional
+    argument (the lease), found before anything is claimed, not at each message's dead letter.
+    A callable whose signature Python cannot read (some built-ins) is taken as it is."""
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None)
+    except TypeError as exc:
+        name = getattr(handler, "__qualname__", type(handler).__name__)
+        raise InvalidArgumentTypeError(
+            f"handler {name}{signature} cannot take the lease as its one positional argument: {exc}"
+        ) from None
 
 
 def is_async(handler: object) -> bool:

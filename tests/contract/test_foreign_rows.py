@@ -382,3 +382,22 @@ def test_stats_survive_odd_routing_keys_and_created_times(q: Any, raw: Raw) -> N
     stats = q.stats()
     assert stats.oldest_age is None
     assert [(b.routing_key, b.groups) for b in stats.by_routing_key] == [("\\xff", 1)]
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_claim_that_buries_a_head_says_so_in_the_log(
+    q: Any, raw: Raw, batch: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker whose claims find only rows it cannot decode would otherwise look idle: each
+    head a claim moves to the dead table is a WARNING naming its seq and group, with the
+    reason's first line (the next ones quote the event's data)."""
+    caplog.set_level("WARNING", "harel_sa")
+    bad = plant(raw, b"orders-1", b'{"data": {"card": "4111"}}')  # no kind: not an Event
+    q.publish("orders-2", ev("good"))
+    leases = q.claim_many("w", VIS, 4) if batch else [q.claim("w", VIS)]
+    assert [lease.event.kind for lease in leases if lease is not None] == ["good"]
+    (record,) = [r for r in caplog.records if "dead-lettered" in r.getMessage()]
+    text = record.getMessage()
+    assert record.levelname == "WARNING" and f"seq {bad} of group 'orders-1'" in text, text
+    assert "undecodable event: 1 validation error for Event" in text and "4111" not in text
+    assert [d.seq for d in q.dead()] == [bad]

@@ -85,6 +85,12 @@ def test_a_worker_refuses_a_transport_of_the_other_kind_and_a_bad_handler(db: st
             Worker(transport, "not callable")  # type: ignore[arg-type]
         with pytest.raises(InvalidArgumentError):  # found now, not at every claim
             Worker(transport, lambda lease: None, min_priority=9)
+        # A handler that cannot take the lease: found now, not at each message's dead letter.
+        with pytest.raises(InvalidArgumentTypeError, match="cannot take the lease"):
+            Worker(transport, lambda: None)
+        with pytest.raises(InvalidArgumentTypeError, match="missing a required argument"):
+            Worker(transport, lambda lease, extra: None)
+        Worker(transport, lambda *args: None)  # takes one as well as any
 
 
 def test_after_the_grace_only_slots_inside_their_handler_are_abandoned_at_once() -> None:
