@@ -709,18 +709,6 @@ def checks_cell(checks: list[dict[str, int]]) -> str:
 def section(w: dict[str, Any]) -> list[str]:
     d = w["drain"]
     impls = d["impls"]
-    base = impls[BASE]
-    jobs = "; ".join(
-        f"{name} {fmt_ratio(ratios(_rate(impls[name], 4), _rate(base, 4)))}"
-        for name in pg_peers.JOB_QUEUES
-    )
-    peers = [("Job queues, 4 processes ÷ the baseline", jobs, "")]
-    tps = med(w["pgbench"]["tps"]["1"])
-    commits = (
-        "One baseline process's commits/s ÷ pgbench's, 1 client",
-        f"{2 * med(_rate(base, 1)) / tps:.2f}{X} (medians)",
-        "",
-    )
     race = "; ".join(
         f"{k.split(' (')[0]}: {'**yes**' if v else 'no'}" for k, v in w["race"].items()
     )
@@ -732,10 +720,10 @@ def section(w: dict[str, Any]) -> list[str]:
         f"PostgreSQL {w['server']['server_version'].split()[0]} beside the workers."
         f" {d['n']:,} messages over {d['groups']:,} groups drained by 1, 2, 4 processes in turns;"
         " plain psycopg baselines: the design's SQL, harel_sa's (same-SQL); peers: harel"
-        f" {versions['harel']}; job queues (no groups): pgqueuer {versions['pgqueuer']},"
-        f" procrastinate {versions['procrastinate']}. Checks (each once, in order):"
+        f" {versions['harel']}, pgqueuer {versions['pgqueuer']} (batched; job queues: see"
+        " Under pressure). Checks (each once, in order):"
         f" {checks_cell(every)}.",
-        [*targets(w), *peers, commits, stranded],
+        [*targets(w), stranded],
         f"![PostgreSQL drains against worker processes]({PG_PNG})",
     )
 

@@ -71,23 +71,20 @@ def run(cfg: Any) -> dict[str, Any]:
 
 
 def section(w: dict[str, Any]) -> list[str]:
-    from common import fmt, summary
+    from common import med
 
-    rows = []
-    for batch, f in w["batches"].items():
-        how = "one at a time" if batch == "1" else f"batches of {batch}"
-        rows.append((
-            f"`Worker`, {w['slots']} slots, {how}",
-            f"client {fmt(f['client'])}, server {fmt(f['server'])}, wall {fmt(f['wall'])}", "",
-        ))  # fmt: skip
-    return summary(
-        "Where a message's time goes on PostgreSQL (issue 62)",
-        f"{w['messages']:,} messages, a group each, drained by one `Worker` with a no-op"
-        " handler; CPU µs a message: the worker's process (client), the rest of the machine"
-        " (server: backends, WAL writer), and wall µs a message. Both sides are busy:"
-        " 2 cores, shared.",
-        rows,
+    per = "; ".join(
+        f"{'one at a time' if batch == '1' else f'batches of {batch}'}"
+        f" {med(f['client']):.0f}/{med(f['server']):.0f}/{med(f['wall']):.0f}"
+        for batch, f in w["batches"].items()
     )
+    return [
+        "## Where a message's time goes on PostgreSQL (issue 62)",
+        "",
+        f"One `Worker` ({w['slots']} slots, a no-op handler), {w['messages']:,} messages; µs a"
+        f" message, client CPU / server CPU / wall: {per}.",
+        "",
+    ]
 
 
 if __name__ == "__main__":

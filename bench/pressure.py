@@ -402,26 +402,17 @@ def targets(w: dict[str, Any]) -> list[tuple[str, str, str]]:
             "never" if back is None else f"{back:g} s",
             verdict(back is not None and back <= 30),
         ))  # fmt: skip
-    jobs = w["phases"].get("harel_sa")
-    if jobs:
-        idle = _ratio_of(jobs, "idle")
-        rows.append((
-            "A group per message, idle in transaction ÷ clean",
-            "-" if idle is None else f"{fmt_num(idle)}{X}; backlog under 100 "
-            f"{jobs.get('recovered_s', '-')} s after", "",
-        ))  # fmt: skip
     return rows
 
 
-def section(w: dict[str, Any]) -> list[str]:
-    from common import fmt, summary, table
+#: The phases' figures, beside RESULTS.md (which links to it): a table too wide for a summary.
+DETAILS = "pressure.md"
 
-    peaks = [
-        f"{name}: {fmt(vals)} jobs/s" for name, vals in w["peak"].items() if vals and all(vals)
-    ]
-    if w.get("pgboss") is None:
-        peaks.append("pg-boss: not run (needs node and npm)")
-    head = ["phase", *w["phases"]]
+
+def details(w: dict[str, Any]) -> str:
+    """The phases' table: per phase and system, jobs/s, pickup p50/p99, the depth at its end."""
+    from common import table
+
     first = next(iter(w["phases"].values()), {})
     cells = []
     for label, phase in first.items():
@@ -431,21 +422,35 @@ def section(w: dict[str, Any]) -> list[str]:
         for phases in w["phases"].values():
             p = phases.get(label, {})
             row.append(
-                f"{p.get('completion', 0):.0f}/s, p50/p99 {p.get('p50_ms')}/{p.get('p99_ms')} ms,"
+                f"{p.get('completion', 0):.0f}/s, {p.get('p50_ms')}/{p.get('p99_ms')} ms,"
                 f" depth {p.get('depth_end', 0):.0f}"
             )
         cells.append(row)
+    from common import fmt
+
+    peaks = [f"{name} {fmt(vals)}" for name, vals in w["peak"].items() if vals and all(vals)]
+    if w.get("pgboss") is None:
+        peaks.append("pg-boss not run (needs node and npm)")
+    return "\n".join([
+        "# Under pressure (bench/pressure.py)", "",
+        "Peaks, the depth held at 4,000 (jobs/s): " + "; ".join(peaks) + ".", "",
+        "## The phases", "",
+        f"One run at {w['rate']} jobs/s (1.5x in high-load), {w['workers']} workers, 1 ms of"
+        " work a job. Per phase: completion rate (median), pickup p50/p99 (medians of 30 s"
+        " windows), queue depth at the phase's end.", "",
+        *table(["phase", *w["phases"]], cells), "",
+    ])  # fmt: skip
+
+
+def section(w: dict[str, Any]) -> list[str]:
+    from common import summary
+
     return summary(
         "Under pressure: the field's job-queue benchmark (issue 62)",
-        "The adapters of hardbyte/postgresql-job-queue-benchmarking's protocol (`bench/jobqueue/`)"
-        f" on one throw-away cluster set up as its `postgres.conf`: {w['workers']} workers, 1 ms"
-        " of work a job, producer and workers on this machine. Peak: the depth held at 4,000"
-        f" (in turns, per repetition). Phases (`bench/pressure.py`, one run at {w['rate']}"
-        " jobs/s, 1.5x when high): completion rate (median), pickup p50/p99 (medians of 30 s"
-        " windows), depth at the phase's end.",
+        "hardbyte/postgresql-job-queue-benchmarking's protocol (`bench/jobqueue/`), its"
+        f" server settings: {w['workers']} workers, 1 ms a job; peaks at depth 4,000, in turns;"
+        f" phases at {w['rate']} jobs/s; figures: [{DETAILS}]({DETAILS}).",
         targets(w),
-        "Peaks: " + "; ".join(peaks) + ".",
-        "\n".join(table(head, cells)),
     )
 
 

@@ -6,6 +6,7 @@ stay in results.json; the plots are drawn by :mod:`charts`."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +38,6 @@ from common import (
     med,
     ratios,
     summary,
-    table,
     verdict,
 )
 
@@ -319,7 +319,8 @@ def _short(how: str) -> str:
     # The command's own words only: every rerun is run.py's --merge (the column's head says so).
     how = re.sub(r"bench/run\.py ?", "", how).replace(" --merge", "").lstrip("`")
     how = how.replace("`", "").replace("(harel_sa/ has uncommitted changes)", "(uncommitted)")
-    return re.sub(r"^(.*?) at ", lambda m: f"`{m[1] or '(all)'}` at ", how)
+    how = how.replace("--only ", "")
+    return re.sub(r"^(.*?) at ", lambda m: f"{m[1] or '(all)'} at ", how)
 
 
 def _run(r: dict[str, Any], env: dict[str, str]) -> list[str]:
@@ -338,19 +339,25 @@ def _run(r: dict[str, Any], env: dict[str, str]) -> list[str]:
         f" average {load or '?'}."
         + (f" Also in results.json's env: {'; '.join(others)}." if others else ""),
         "",
-        *table(["workloads", "measured last by `bench/run.py ... --merge`"], _measured_by(r, env)),
+        "Measured last by `bench/run.py --merge --only`: "
+        + "; ".join(
+            how if how.split(" ")[0].replace(",", ", ") == names else f"{names}: {how}"
+            for names, how in _measured_by(r, env)
+        )
+        + ".",
         "",
     ]
 
 
 def _overview(rows: list[Row]) -> list[str]:
     met = [r for r in rows if r[2].startswith(MET)]
-    missed = [r for r in rows if r[2].startswith(MISSED)]
+    missed = Counter(r[0].split("]")[0] + "]" for r in rows if r[2].startswith(MISSED))
+    where = ", ".join(f"{key} {n}" for key, n in missed.items()) or "none"
     return [
         "## Targets",
         "",
-        f"{len(met)} met, {len(missed)} not met, {len(rows) - len(met) - len(missed)} reported"
-        " without a bar. Not met: " + ("; ".join(r[0] for r in missed) or "none") + ".",
+        f"{len(met)} met, {sum(missed.values())} not met ({where}: marked in their sections),"
+        f" {len(rows) - len(met) - sum(missed.values())} reported without a bar.",
         "",
     ]
 

@@ -230,6 +230,8 @@ def render(out: Path) -> int:
     kept = json.loads((out / "results.json").read_text())
     results, env = kept["results"], kept["env"]
     charts.plots(results, out)
+    if "pressure" in results:
+        (out / pressure.DETAILS).write_text(pressure.details(results["pressure"]))
     (out / "RESULTS.md").write_text(report.render(results, env))
     print(f"wrote {out / 'RESULTS.md'}")
     for target, figures, verdict in report.targets(results):

@@ -169,6 +169,7 @@ def _stats_text(s: Stats) -> str:
             ("in flight", s.in_flight),
             ("parked", s.parked),
             ("dead", s.dead),
+            ("scheduled", s.scheduled),
             ("groups", s.groups),
             ("oldest age", age(s.oldest_age)),
             ("oldest ready", age(s.oldest_ready_age)),

@@ -104,7 +104,7 @@ def plain_line(s: Stats, rates: Rates | None) -> str:
     workers = ",".join(f"{w}:{n}" for w, n in s.leases_by_worker.items()) or "-"
     return (
         f"{utc_time(s.now)} ready={s.ready} leased={s.in_flight} parked={s.parked} "
-        f"dead={s.dead} groups={s.groups} in={_rate(rates, 'published')} "
+        f"dead={s.dead} scheduled={s.scheduled} groups={s.groups} in={_rate(rates, 'published')} "
         f"out={_rate(rates, 'settled')} oldest_ready={age(s.oldest_ready_age)} "
         + "".join(
             f"{label.replace(' ', '_')}={value} "
@@ -122,6 +122,7 @@ def rows(s: Stats, rates: Rates | None) -> list[tuple[str, str]]:
         ("leased", str(s.in_flight)),
         ("parked", str(s.parked)),
         ("dead", str(s.dead)),
+        ("scheduled", str(s.scheduled)),
         ("groups", str(s.groups)),
         ("in" + window, _rate(rates, "published")),
         ("out" + window, _rate(rates, "settled")),

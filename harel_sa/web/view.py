@@ -81,6 +81,7 @@ class Reader:
                 ("in flight", str(stats.in_flight)),
                 ("parked", str(stats.parked)),
                 ("dead", str(stats.dead)),
+                ("scheduled", str(stats.scheduled)),
                 ("groups", str(stats.groups)),
                 ("oldest age", age(stats.oldest_age)),
                 ("oldest ready", age(stats.oldest_ready_age)),
