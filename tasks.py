@@ -42,21 +42,33 @@ class Env:
         if sys.version_info < (3, 11):  # noqa: UP036 - runs under whatever python3 a user has
             sys.exit(f"harel_sa needs Python 3.11+, this is {sys.version.split()[0]}")
         if not self.python.exists():
-            print(f"creating {self.path}", flush=True)
+            say(f"creating the virtual environment {self.path.name} (once)")
             venv.EnvBuilder(with_pip=True).create(self.path)
         digest = hashlib.sha256(PYPROJECT.read_bytes() + extras.encode()).hexdigest()
         stamp = self.path / f".harel_sa-{extras}"
         if stamp.exists() and stamp.read_text() == digest:
             return self
+        say("upgrading pip in it")
         run(self.python, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
         pins: list[object] = []
         if lowest:
             constraints = self.path / "lowest-constraints.txt"
             constraints.write_text("".join(f"{pin}\n" for pin in lowest_pins()))
             pins = ["-c", constraints]
+        say(
+            f"installing harel-sa and its extras ({extras})"
+            + (" at their lowest versions" if lowest else "")
+            + ": a minute or two the first time, quiet meanwhile"
+        )
         run(self.python, "-m", "pip", "install", "--quiet", *pins, "-e", f".[{extras}]")
         stamp.write_text(digest)
+        say("ready")
         return self
+
+
+def say(step: str) -> None:
+    """One line a step of setting up, so a first run is not silent while pip works."""
+    print(f"tasks.py: {step}", flush=True)
 
 
 def lowest_pins() -> list[str]:

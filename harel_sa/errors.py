@@ -95,3 +95,12 @@ class ConnectionLostError(StorageError):
     caller never received (it comes back when its lease lapses), an ack may have taken. The
     transport reconnects on the next call.
     """
+
+
+def made_by_create(name: str) -> InvalidArgumentTypeError:
+    """What an async transport called directly says: it is made by its awaited ``create``
+    (which opens its connections on the event loop)."""
+    return InvalidArgumentTypeError(
+        f"{name} is made with `await {name}.create(...)` (it opens its connections on the "
+        f"event loop), not by calling {name}(...)"
+    )

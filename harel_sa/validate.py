@@ -248,12 +248,12 @@ def event(value: object, event_type: type[BaseModel]) -> str:
     whose JSON reads as one (the harel engine's own ``Event``, for one), so that what is
     published can always be claimed."""
     if isinstance(value, event_type):
-        return value.model_dump_json()
+        return _json_of(value)
     if not isinstance(value, BaseModel):
         raise InvalidArgumentTypeError(
             f"event must be a pydantic model ({event_type.__name__}), not {type(value).__name__}"
         )
-    raw = value.model_dump_json()
+    raw = _json_of(value)
     try:
         event_type.model_validate_json(raw)
     except ValueError as exc:
@@ -263,6 +263,40 @@ def event(value: object, event_type: type[BaseModel]) -> str:
             f"{event_type.__module__}.{event_type.__qualname__}: {exc}"
         ) from exc
     return raw
+
+
+def _json_of(event: BaseModel) -> str:
+    """The event's JSON; ``InvalidArgumentError`` naming the first value that has none (an
+    ``object()`` in ``data``, say), before anything is written."""
+    try:
+        return event.model_dump_json()
+    except ValueError as exc:  # pydantic's PydanticSerializationError
+        where = _unserializable(dict(event), type(event).__name__)
+        raise InvalidArgumentError(
+            f"event cannot be stored as JSON: {where or type(event).__name__}: {exc}"
+        ) from None
+
+
+def _unserializable(value: object, path: str) -> str | None:
+    """The path of the first value under ``value`` that pydantic cannot write as JSON."""
+    from pydantic_core import to_json
+
+    items: Iterable[tuple[object, object]] | None = None
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    if items is None:
+        try:
+            to_json(value)
+        except ValueError:
+            return path
+        return None
+    for key, item in items:
+        inner = _unserializable(item, f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]")
+        if inner is not None:
+            return inner
+    return None
 
 
 def lease(value: object) -> Lease[BaseModel]:

@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from harel_sa import validate
 from harel_sa.async_transports import AsyncTransport
 from harel_sa.cancels import Finished, settled
-from harel_sa.errors import TransportClosedError
+from harel_sa.errors import TransportClosedError, made_by_create
 from harel_sa.events import E, Event, Lease
 from harel_sa.postgres.backend import PostgresBackend
 from harel_sa.postgres.connect import Pooler, display, set_up_async
@@ -40,11 +40,14 @@ class AsyncPostgresTransport(AsyncTransport[E]):
     def __init__(
         self,
         options: Options[E],
-        backend: PostgresBackend,
-        pool: AsyncConnectionPool[Any],
-        target: object,
-        settings: PoolSettings,
+        backend: PostgresBackend | None = None,
+        pool: AsyncConnectionPool[Any] | None = None,
+        target: object = None,
+        settings: PoolSettings | None = None,
     ) -> None:
+        """Use :meth:`create`."""
+        if not isinstance(options, Options) or backend is None or pool is None or not settings:
+            raise made_by_create(type(self).__name__)
         self._backend = backend
         self._binder = Binder(options, backend)
         self._pool: AsyncConnectionPool[Any] | None = pool

@@ -25,7 +25,7 @@ from sqlalchemy import Engine
 from harel_sa import validate
 from harel_sa.async_transports import AsyncTransport
 from harel_sa.cancels import shielded
-from harel_sa.errors import InvalidArgumentError, TransportClosedError
+from harel_sa.errors import InvalidArgumentError, TransportClosedError, made_by_create
 from harel_sa.events import E, Event
 from harel_sa.schema import DEFAULT_PREFIX
 from harel_sa.seam import Binder, Bound, Options, Synchronous
@@ -123,8 +123,15 @@ class AsyncSqliteTransport(AsyncTransport[E]):
     delivery uncounted.
     """
 
-    def __init__(self, options: Options[E], synchronous: Synchronous, driver: _Driver) -> None:
+    def __init__(
+        self,
+        options: Options[E],
+        synchronous: Synchronous = "FULL",
+        driver: _Driver | None = None,
+    ) -> None:
         """Use :meth:`create`."""
+        if not isinstance(options, Options) or driver is None:
+            raise made_by_create(type(self).__name__)
         self._binder = Binder(options, SqliteBackend(options.names, options.clock))
         self._synchronous = synchronous
         self._driver: _Driver | None = driver

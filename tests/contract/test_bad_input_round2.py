@@ -243,3 +243,24 @@ def test_every_seq_a_row_can_have_is_taken(q: Any) -> None:
     assert q.dead(seqs=extremes) == []
     assert q.purge_dead(seqs=extremes) == 0
     assert q.requeue_dead(seqs=[*extremes, dead_seq(q)]) == 1
+
+
+@pytest.mark.parametrize(
+    ("call", "where"),
+    [
+        (lambda q, e: q.publish("g", e), "Event.data.obj"),
+        (lambda q, e: q.publish_many([("g", Event(kind="fine")), ("h", e)]), "Event.data.obj"),
+        (lambda q, e: q.publish("g", e, delay=60.0), "Event.data.obj"),
+    ],
+    ids=["publish", "publish_many", "scheduled"],
+)
+def test_an_event_that_is_no_json_is_a_typed_error_naming_its_value(
+    q: Any, db: str, call: Callable[[Any, Event], object], where: str
+) -> None:
+    """pydantic cannot write an ``object()`` as JSON: an ``InvalidArgumentError`` that names
+    where it is, not pydantic's own error, and nothing written."""
+    before = snapshot(db)
+    bad = Event(kind="bad", data={"fine": [1, 2], "obj": object()})
+    with pytest.raises(InvalidArgumentError, match=f"event cannot be stored as JSON: {where}"):
+        call(q, bad)
+    assert snapshot(db) == before

@@ -193,3 +193,11 @@ def test_batched_claims_cancelled_inside_the_driver_give_every_lease_back_uncoun
             ]
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("name", ["AsyncSqliteTransport", "AsyncPostgresTransport"])
+def test_an_async_transport_called_directly_says_to_await_create(name: str) -> None:
+    import harel_sa
+
+    with pytest.raises(harel_sa.InvalidArgumentTypeError, match=rf"await {name}\.create\(\.\.\.\)"):
+        getattr(harel_sa, name)("a.db")
