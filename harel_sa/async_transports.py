@@ -18,7 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from harel_sa import settlements, traces
 from harel_sa.events import E, Lease
-from harel_sa.models import DeadMessage, QueuedMessage, Stats
+from harel_sa.flow import UNSET, Unset
+from harel_sa.models import DeadMessage, Limit, Pause, QueuedMessage, Stats
 from harel_sa.outbox import AsyncOutbox
 from harel_sa.periodic import Periodic
 from harel_sa.seam import Binder, Bound
@@ -327,3 +328,27 @@ class AsyncTransport(Generic[E]):
     ) -> int:
         """As :meth:`SqliteTransport.purge_dead <harel_sa.SqliteTransport.purge_dead>`."""
         return await self._run(self._binder.purge_dead(group_id, seqs))
+
+    async def pause(
+        self, *, routing_key: str | Unset | None = UNSET, group_id: str | Unset = UNSET
+    ) -> bool:
+        """As :meth:`SqliteTransport.pause <harel_sa.SqliteTransport.pause>`."""
+        return await self._run(self._binder.pause(routing_key, group_id))
+
+    async def resume(
+        self, *, routing_key: str | Unset | None = UNSET, group_id: str | Unset = UNSET
+    ) -> bool:
+        """As :meth:`SqliteTransport.resume <harel_sa.SqliteTransport.resume>`."""
+        return await self._run(self._binder.resume(routing_key, group_id))
+
+    async def backoff(self, routing_key: str | None, seconds: float) -> float:
+        """As :meth:`SqliteTransport.backoff <harel_sa.SqliteTransport.backoff>`."""
+        return await self._run(self._binder.backoff(routing_key, seconds))
+
+    async def paused(self) -> list[Pause]:
+        """As :meth:`SqliteTransport.paused <harel_sa.SqliteTransport.paused>`."""
+        return await self._run(self._binder.paused())
+
+    async def limits(self) -> dict[str | None, Limit]:
+        """As :meth:`SqliteTransport.limits <harel_sa.SqliteTransport.limits>`."""
+        return await self._run(self._binder.limits())

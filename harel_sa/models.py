@@ -35,6 +35,23 @@ class RoutingBucket(Bucket):
     routing_key: str | None
 
 
+class Pause(_Frozen):
+    """A pause in force: of a group (``group_id`` set) or of a routing key (``group_id``
+    ``None``; ``routing_key`` ``None``: the messages published without one), since ``since``
+    (epoch seconds)."""
+
+    routing_key: str | None = None
+    group_id: str | None = None
+    since: float
+
+
+class Limit(_Frozen):
+    """What holds back the claims of one routing key: ``backoff_until``, the instant (epoch
+    seconds, the database's clock) before which none of its messages is claimed."""
+
+    backoff_until: float | None = None
+
+
 class Stats(_Frozen):
     """A consistent picture of one prefix's queue at ``now``."""
 
@@ -67,6 +84,10 @@ class Stats(_Frozen):
     #: none, or SQLite). While it runs no row it could see is removed, and claims walk past
     #: every dead one: an idle-in-transaction session shows here first.
     oldest_transaction_age: float | None = None
+    #: What is paused, oldest first (:meth:`~harel_sa.SqliteTransport.pause`).
+    paused: list[Pause] = []
+    #: Routing keys whose claims are held back by ``backoff`` until an instant to come.
+    limits: dict[str | None, Limit] = {}
 
 
 class QueuedMessage(_Frozen):

@@ -172,6 +172,19 @@ REVISIONS: tuple[tuple[str, tuple[DDL, ...]], ...] = (
             ),
         ),
     ),
+    (
+        "harel_sa_0009",
+        (
+            DDL(
+                "CREATE TABLE IF NOT EXISTS {p}_transport_controls (\n"
+                "    target TEXT NOT NULL,\n"
+                "    paused_at REAL,\n"
+                "    backoff_until REAL,\n"
+                "    PRIMARY KEY (target)\n"
+                ")"
+            ),
+        ),
+    ),
 )
 
 #: A PostgreSQL step: one statement run alone, or a tuple of statements run as one transaction.
@@ -319,6 +332,17 @@ POSTGRESQL_REVISIONS: tuple[tuple[str, tuple[OnlineStep, ...]], ...] = (
             "    name TEXT NOT NULL,\n"
             "    tick_at DOUBLE PRECISION NOT NULL,\n"
             "    PRIMARY KEY (name)\n"
+            ")",
+        ),
+    ),
+    (
+        "harel_sa_0009",
+        (
+            "CREATE TABLE IF NOT EXISTS {p}_transport_controls (\n"
+            "    target TEXT NOT NULL,\n"
+            "    paused_at DOUBLE PRECISION,\n"
+            "    backoff_until DOUBLE PRECISION,\n"
+            "    PRIMARY KEY (target)\n"
             ")",
         ),
     ),

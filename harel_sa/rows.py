@@ -12,9 +12,12 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from harel_sa import flow
 from harel_sa.models import (
     DeadMessage,
+    Limit,
     MessageState,
+    Pause,
     PriorityBucket,
     QueuedMessage,
     RoutingBucket,
@@ -157,3 +160,22 @@ def dead_messages(text: Text, rows: Rows) -> list[DeadMessage]:
         )
         for seq, group, event, error, dead_at, deliveries, priority, key in rows
     ]
+
+
+def pauses(text: Text, found: Rows) -> list[Pause]:
+    """The paused control rows, ``(target, paused_at)``, as :class:`~harel_sa.Pause` models."""
+    made = []
+    for name, since in found:
+        target = flow.parse(text(name) or "")
+        made.append(Pause(routing_key=target.routing_key, group_id=target.group_id, since=since))
+    return made
+
+
+def limits(text: Text, found: Rows) -> dict[str | None, Limit]:
+    """The routing keys' backoffs, ``(target, backoff_until)``, by routing key."""
+    limited = {}
+    for name, until in found:
+        target = flow.parse(text(name) or "")
+        if target.group_id is None:
+            limited[target.routing_key] = Limit(backoff_until=until)
+    return limited

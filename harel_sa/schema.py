@@ -38,7 +38,7 @@ from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 MAX_PRIORITY = 4
 
 #: The newest harel_sa Alembic revision; a test holds it equal to the revisions' head.
-HEAD_REVISION = "harel_sa_0008"
+HEAD_REVISION = "harel_sa_0009"
 
 DEFAULT_PREFIX = "harel"
 
@@ -115,6 +115,11 @@ class Names:
         return f"{self.prefix}_transport_periodic"
 
     @property
+    def controls(self) -> str:
+        """Pauses and backoffs, one row per group or routing key (0009; :mod:`harel_sa.flow`)."""
+        return f"{self.prefix}_transport_controls"
+
+    @property
     def groups_by_last_claimed(self) -> str:
         return f"{self.groups}_by_last_claimed"
 
@@ -146,7 +151,14 @@ class Names:
 
     @property
     def tables(self) -> tuple[str, ...]:
-        return (self.messages, self.groups, self.dead, self.scheduled, self.periodic)
+        return (
+            self.messages,
+            self.groups,
+            self.dead,
+            self.scheduled,
+            self.periodic,
+            self.controls,
+        )
 
 
 def migration_lock(names: Names) -> int:
@@ -167,6 +179,7 @@ class Schema:
     dead: Table
     scheduled: Table
     periodic: Table
+    controls: Table
 
 
 def schema_for(prefix: str = DEFAULT_PREFIX) -> Schema:
@@ -235,6 +248,15 @@ def _schema(prefix: str) -> Schema:
         Column("name", Text, primary_key=True),
         Column("tick_at", TIME, nullable=False),
     )
+    # Pauses and backoffs (0009), each keyed by what it holds: "group:<id>", "key:<routing
+    # key>", or "key" (no routing key); a claim probes its candidate's two keys.
+    controls = Table(
+        names.controls,
+        md,
+        Column("target", Text, primary_key=True),
+        Column("paused_at", TIME),
+        Column("backoff_until", TIME),
+    )
     # The due ones first: a claim's probe is one step of this index, however many wait.
     _ending_in_order(names.scheduled_by_due, scheduled.c.due_at, order=scheduled.c.seq)
     Index(
@@ -283,7 +305,7 @@ def _schema(prefix: str) -> Schema:
         ).ddl_if(dialect="postgresql")
     Index(names.messages_by_group, messages.c.group_id, messages.c.seq)
     Index(names.dead_by_group, dead.c.group_id, dead.c.seq)
-    return Schema(names, md, messages, groups, dead, scheduled, periodic)
+    return Schema(names, md, messages, groups, dead, scheduled, periodic, controls)
 
 
 def _ending_in_order(name: str, *columns: Any, order: Column[Any], where: Any = None) -> None:

@@ -16,10 +16,10 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from harel_sa import traces, validate
+from harel_sa import flow, traces, validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Lease
-from harel_sa.models import DeadMessage, QueuedMessage, Stats
+from harel_sa.models import DeadMessage, Limit, Pause, QueuedMessage, Stats
 from harel_sa.periodic import Periodic
 from harel_sa.schema import MAX_PRIORITY, Names
 
@@ -249,6 +249,11 @@ class Backend(Protocol):
     ) -> Bound[list[DeadMessage]]: ...
     def requeue_dead(self, group_id: str | None, seqs: tuple[int, ...] | None) -> Bound[int]: ...
     def purge_dead(self, group_id: str | None, seqs: tuple[int, ...] | None) -> Bound[int]: ...
+    def pause(self, target: flow.Target) -> Bound[bool]: ...
+    def resume(self, target: flow.Target) -> Bound[bool]: ...
+    def backoff(self, target: flow.Target, seconds: float) -> Bound[float]: ...
+    def paused(self) -> Bound[list[Pause]]: ...
+    def limits(self) -> Bound[dict[str | None, Limit]]: ...
 
 
 class QueueStatements(Protocol):
@@ -469,3 +474,18 @@ class Binder(Generic[E]):
 
     def purge_dead(self, group_id: object, seqs: object) -> Bound[int]:
         return self.backend.purge_dead(validate.group_filter(group_id), validate.seqs(seqs))
+
+    def pause(self, routing_key: object, group_id: object) -> Bound[bool]:
+        return self.backend.pause(flow.target(routing_key, group_id))
+
+    def resume(self, routing_key: object, group_id: object) -> Bound[bool]:
+        return self.backend.resume(flow.target(routing_key, group_id))
+
+    def backoff(self, routing_key: object, seconds: object) -> Bound[float]:
+        return self.backend.backoff(flow.key_target(routing_key), flow.backoff_seconds(seconds))
+
+    def paused(self) -> Bound[list[Pause]]:
+        return self.backend.paused()
+
+    def limits(self) -> Bound[dict[str | None, Limit]]:
+        return self.backend.limits()

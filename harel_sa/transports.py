@@ -20,7 +20,8 @@ from sqlalchemy.orm import Session
 
 from harel_sa import settlements, traces
 from harel_sa.events import E, Lease
-from harel_sa.models import DeadMessage, QueuedMessage, Stats
+from harel_sa.flow import UNSET, Unset
+from harel_sa.models import DeadMessage, Limit, Pause, QueuedMessage, Stats
 from harel_sa.outbox import Outbox
 from harel_sa.periodic import Periodic
 from harel_sa.seam import Binder, Bound
@@ -377,3 +378,34 @@ class Transport(Generic[E]):
     def purge_dead(self, group_id: str | None = None, seqs: Iterable[int] | None = None) -> int:
         """Delete dead messages (of ``group_id``, or these ``seqs``, or all); returns how many."""
         return self._run(self._binder.purge_dead(group_id, seqs))
+
+    def pause(
+        self, *, routing_key: str | Unset | None = UNSET, group_id: str | Unset = UNSET
+    ) -> bool:
+        """Start nothing more of a routing key (``None``: the messages published without
+        one) or of a group, from when this returns, in every process, until :meth:`resume`;
+        leases already out finish and settle as usual. Publishes go on. Name exactly one of the
+        two. Returns whether it was not paused already."""
+        return self._run(self._binder.pause(routing_key, group_id))
+
+    def resume(
+        self, *, routing_key: str | Unset | None = UNSET, group_id: str | Unset = UNSET
+    ) -> bool:
+        """End :meth:`pause` of that routing key or group (a group whose key is still paused
+        stays held, and the other way round); idle PostgreSQL workers hear of it at once.
+        Returns whether it was paused."""
+        return self._run(self._binder.resume(routing_key, group_id))
+
+    def backoff(self, routing_key: str | None, seconds: float) -> float:
+        """Claim no message of ``routing_key`` (``None``: those without one) for ``seconds``
+        (at most a day), as after an upstream's 429; a backoff already running longer is kept.
+        Returns when it ends (epoch seconds, the database's clock)."""
+        return self._run(self._binder.backoff(routing_key, seconds))
+
+    def paused(self) -> list[Pause]:
+        """The pauses in force, oldest first."""
+        return self._run(self._binder.paused())
+
+    def limits(self) -> dict[str | None, Limit]:
+        """What holds back each routing key's claims now: its backoff's end."""
+        return self._run(self._binder.limits())

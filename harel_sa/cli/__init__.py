@@ -17,7 +17,7 @@ from typing import NoReturn
 from sqlalchemy.exc import SQLAlchemyError
 
 from harel_sa import __version__
-from harel_sa.cli import db, demo, queue, top, web, worker
+from harel_sa.cli import db, demo, flow, queue, top, web, worker
 from harel_sa.cli.common import FAILED, INTERRUPTED, SCHEMA, USAGE, CliError
 from harel_sa.errors import (
     HarelSAError,
@@ -53,6 +53,7 @@ def parser() -> argparse.ArgumentParser:
     demo.register(commands)
     db.register(commands)
     queue.register(commands)
+    flow.register(commands)
     worker.register(commands)
     top.register(commands)
     web.register(commands)

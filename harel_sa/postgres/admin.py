@@ -42,8 +42,12 @@ def _stats(st: Statements, clock: ClockOrServer) -> Program[Statement, Stats]:
         by_worker=(yield Query(st.by_worker, at)).rows,
     )
     dead_rows, oldest_transaction = (yield Query(st.vacuum_state, {})).one()
+    paused = rows.pauses(rows.as_is, (yield Query(st.flow.paused, {})).rows)
+    limits = rows.limits(rows.as_is, (yield Query(st.flow.backoffs, at)).rows)
     return stats.model_copy(
         update={
+            "paused": paused,
+            "limits": limits,
             "scheduled": int(scheduled),
             "dead_rows": int(dead_rows),
             "oldest_transaction_age": oldest_transaction,

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from harel_sa.events import Lease
-from harel_sa.models import DeadMessage, QueuedMessage, Stats
-from harel_sa.postgres import admin, operations, periodic, scheduling
+from harel_sa.flow import Target
+from harel_sa.models import DeadMessage, Limit, Pause, QueuedMessage, Stats
+from harel_sa.postgres import admin, flow, operations, periodic, scheduling
 from harel_sa.postgres.kinds import ClockOrServer, Locked, One, Op
 from harel_sa.postgres.statements import statements_for
 from harel_sa.schema import Names
@@ -105,3 +106,18 @@ class PostgresBackend:
 
     def purge_dead(self, group_id: str | None, seqs: tuple[int, ...] | None) -> Op[int]:
         return admin.purge_dead(self.statements, group_id, seqs)
+
+    def pause(self, target: Target) -> Op[bool]:
+        return flow.pause(self.statements.flow, self.clock, target)
+
+    def resume(self, target: Target) -> Op[bool]:
+        return flow.resume(self.statements.flow, self.clock, target)
+
+    def backoff(self, target: Target, seconds: float) -> Op[float]:
+        return flow.backoff(self.statements.flow, self.clock, target, seconds)
+
+    def paused(self) -> Op[list[Pause]]:
+        return flow.paused(self.statements.flow)
+
+    def limits(self) -> Op[dict[str | None, Limit]]:
+        return flow.limits(self.statements.flow, self.clock)

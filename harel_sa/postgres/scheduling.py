@@ -16,6 +16,7 @@ from functools import lru_cache, partial
 from typing import Any
 
 from harel_sa.postgres.compiled import Statement, notify_sql, positional
+from harel_sa.postgres.flow import born, pauses, targets
 from harel_sa.postgres.kinds import Locked, One, nothing
 from harel_sa.schema import Names
 from harel_sa.seam import Due, Program, Query, Result, Row
@@ -38,6 +39,7 @@ class SchedulingStatements:
         self.promote_lock = _lock("harel_sa promote", names.prefix)
         when = f"coalesce(:at ::float8, {now} + :delay ::float8)"
         upsert_group = f"ON CONFLICT (group_id) DO UPDATE SET priority = {g}.priority"
+        one = (":group_id ::text", ":routing_key ::text")
         self.schedule = positional(
             f"INSERT INTO {s} (group_id, event, due_at, priority, routing_key, message_key) "
             f"SELECT i.group_id, i.event, d.due_at, :priority ::bigint, :routing_key ::text, "
@@ -66,8 +68,10 @@ class SchedulingStatements:
             "(SELECT count(*) FROM rq) + (SELECT count(*) FROM rs), (SELECT count(*) FROM w)"
         )
         self.publish_keyed = positional(
-            f"WITH {found}, g AS (INSERT INTO {g} (group_id, priority, routing_key) "
-            "SELECT :group_id ::text, :priority ::integer, :routing_key ::text "
+            f"WITH {found}, {pauses(names, targets(*one))}, "
+            f"g AS (INSERT INTO {g} (group_id, priority, routing_key, last_claimed_at) "
+            "SELECT :group_id ::text, :priority ::integer, :routing_key ::text, "
+            f"{born(names, *one)} "
             f"WHERE NOT EXISTS (SELECT 1 FROM found) {upsert_group} RETURNING group_id), "
             f"w AS (INSERT INTO {m} (group_id, event, enqueued_at, message_key) "
             f"SELECT group_id, :event, {now}, :key ::text FROM g "
@@ -98,9 +102,13 @@ class SchedulingStatements:
             "FOR UPDATE OF x SKIP LOCKED) RETURNING *), "
             "firsts AS (SELECT DISTINCT ON (group_id) group_id, priority, routing_key, "
             "due_at, seq FROM due ORDER BY group_id, due_at, seq), "
-            f"g AS (INSERT INTO {g} (group_id, priority, routing_key) "
-            "SELECT group_id, priority, routing_key FROM firsts ORDER BY due_at, seq "
-            f"{upsert_group} RETURNING group_id), "
+            "firsts_of AS (SELECT 'group:' || group_id AS target FROM firsts UNION ALL "
+            "SELECT coalesce('key:' || routing_key, 'key') FROM firsts), "
+            f"{pauses(names, 'SELECT target FROM firsts_of')}, "
+            f"g AS (INSERT INTO {g} (group_id, priority, routing_key, last_claimed_at) "
+            "SELECT f.group_id, f.priority, f.routing_key, "
+            f"{born(names, 'f.group_id', 'f.routing_key')} FROM firsts f "
+            f"ORDER BY f.due_at, f.seq {upsert_group} RETURNING group_id), "
             f"moved AS (INSERT INTO {m} (group_id, event, enqueued_at, message_key) "
             f"SELECT d.group_id, d.event, {now}, d.message_key FROM due d "
             "JOIN g USING (group_id) ORDER BY d.due_at, d.seq RETURNING 1) "

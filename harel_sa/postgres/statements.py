@@ -25,6 +25,7 @@ from harel_sa.postgres.compiled import (
     notify_sql,
     positional,
 )
+from harel_sa.postgres.flow import PAUSED, FlowStatements, born, held, pauses, targets
 from harel_sa.postgres.scheduling import due_probe, scheduling_for
 from harel_sa.rules import BATCH_MAX, LOOKAHEAD, PARKED
 from harel_sa.schema import Names
@@ -52,6 +53,7 @@ class Statements:
         self._claims_many: dict[tuple[int, int, int], Statement] = {}
         self._acks: dict[int, Statement] = {}
         self.scheduling = scheduling_for(names, now)
+        self.flow = FlowStatements(names, now)
         # A publish upserts the group row first (a no-op update that takes the row's lock),
         # then inserts the message: an ack racing it sees a new version and keeps the group.
         upsert_group = f"ON CONFLICT (group_id) DO UPDATE SET priority = {g}.priority"
@@ -60,10 +62,13 @@ class Statements:
         self.notify = positional(f"SELECT {notify_sql(names)}")
         notified = f"CROSS JOIN (SELECT {notify_sql(names)}) AS notified"
         # The first publish of a group fixes its priority and routing key until it drains.
+        # A new group enters the rotation where a pause or backoff of it puts its groups.
+        one = (":group_id ::text", ":routing_key ::text")
         self.publish = positional(
-            f"WITH g AS (INSERT INTO {g} (group_id, priority, routing_key) "
-            f"VALUES (:group_id, :priority, :routing_key ::text) {upsert_group} "
-            "RETURNING group_id) "
+            f"WITH {pauses(names, targets(*one))}, "
+            f"g AS (INSERT INTO {g} (group_id, priority, routing_key, last_claimed_at) "
+            f"VALUES (:group_id, :priority, :routing_key ::text, {born(names, *one)}) "
+            f"{upsert_group} RETURNING group_id) "
             f"INSERT INTO {m} (group_id, event, enqueued_at) SELECT group_id, :event, {now} "
             f"FROM g {notified}"
         )
@@ -74,8 +79,10 @@ class Statements:
             "WITH items AS (SELECT * FROM unnest(:groups ::text[], :events ::text[]) "
             "WITH ORDINALITY AS i(group_id, event, n)), "
             "firsts AS (SELECT group_id, min(n) AS n FROM items GROUP BY group_id), "
-            f"g AS (INSERT INTO {g} (group_id, priority, routing_key) "
-            "SELECT group_id, :priority ::integer, :routing_key ::text FROM firsts ORDER BY n "
+            f"{pauses(names, _of_rows('firsts', ':routing_key ::text'))}, "
+            f"g AS (INSERT INTO {g} (group_id, priority, routing_key, last_claimed_at) "
+            "SELECT f.group_id, :priority ::integer, :routing_key ::text, "
+            f"{born(names, 'f.group_id', ':routing_key ::text')} FROM firsts f ORDER BY f.n "
             f"{upsert_group} RETURNING group_id) "
             f"INSERT INTO {m} (group_id, event, enqueued_at) "
             "SELECT i.group_id, i.event, notified.now FROM items i JOIN g USING (group_id) "
@@ -123,7 +130,7 @@ class Statements:
             f"WITH parked AS (UPDATE {m} SET locked_by = '{PARKED}', "
             f"lock_expiry = {now} + :delay {fence} RETURNING group_id, lock_expiry), "
             f"deferred AS (UPDATE {g} g SET last_claimed_at = parked.lock_expiry FROM parked "
-            "WHERE g.group_id = parked.group_id) "
+            f"WHERE g.group_id = parked.group_id AND g.last_claimed_at > {PAUSED}) "
             "SELECT count(*) FROM parked"
         )
         self.extend = positional(f"UPDATE {m} SET lock_expiry = {now} + :visibility {fence}")
@@ -220,10 +227,13 @@ class Statements:
         # of their first dead message; an existing group's row is locked (the upsert), so an
         # ack draining it meanwhile cannot drop it under the requeued messages.
         self.requeue_groups = positional(
-            f"INSERT INTO {g} (group_id, priority, routing_key) "
-            "SELECT group_id, priority, routing_key FROM (SELECT DISTINCT ON (group_id) "
-            f"group_id, priority, routing_key, seq FROM {d} WHERE {pick} "
-            f"ORDER BY group_id, seq) AS firsts ORDER BY seq {upsert_group}"
+            "WITH firsts AS (SELECT DISTINCT ON (group_id) group_id, priority, routing_key, seq "
+            f"FROM {d} WHERE {pick} ORDER BY group_id, seq), "
+            f"{pauses(names, _of_rows('firsts', 'routing_key'))} "
+            f"INSERT INTO {g} (group_id, priority, routing_key, last_claimed_at) "
+            "SELECT f.group_id, f.priority, f.routing_key, "
+            f"{born(names, 'f.group_id', 'f.routing_key')} FROM firsts f ORDER BY f.seq "
+            f"{upsert_group}"
         )
         self.requeue = positional(
             f"INSERT INTO {m} (group_id, event, enqueued_at) "
@@ -333,6 +343,9 @@ def _pick(names: Names, now: str, where: str, size: int = 1, more: str = "") -> 
     nexts = "".join(
         f", lead(h.seq, {i}) OVER ({order}) AS next{i}" for i in range(1, LOOKAHEAD + 1)
     )
+    # Paused groups sit before the walk's start (a condition a locked row is re-checked on);
+    # a held one met on the way is passed.
+    where = f"g.last_claimed_at > {PAUSED} AND NOT {held(names, 'g', now)} AND {where}"
     return (
         f"SELECT g.group_id, m.seq, g.last_claimed_at AS before, g.arrival{more} "
         f"FROM {g} g CROSS JOIN LATERAL (SELECT h.seq{nexts} FROM {m} h "
@@ -454,6 +467,15 @@ def _acks(names: Names, size: int) -> Statement:
     )
     # The pairs arrive as one flat list, in the order the statement numbers them.
     return replace(built, bind=itemgetter("keys"))
+
+
+def _of_rows(rows: str, routing_key: str) -> str:
+    """The control rows' keys of the groups of ``rows`` (a CTE with ``group_id``), whose
+    routing key is ``routing_key`` (a column of ``rows``, or a parameter)."""
+    return (
+        f"SELECT 'group:' || group_id FROM {rows} "
+        f"UNION ALL SELECT coalesce('key:' || {routing_key}, 'key') FROM {rows}"
+    )
 
 
 @lru_cache(maxsize=64)

@@ -14,6 +14,7 @@ import sqlite3
 from harel_sa import rows
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
 from harel_sa.seam import Clock
+from harel_sa.sqlite import flow
 from harel_sa.sqlite.driver import immediate_transaction, read_transaction
 from harel_sa.sqlite.statements import Statements
 
@@ -35,7 +36,13 @@ def stats(conn: sqlite3.Connection, statements: Statements, clock: Clock) -> Sta
             by_routing_key=conn.execute(statements.by_routing_key),
             published=_published(conn, statements),
             by_worker=conn.execute(statements.by_worker, {"now": now}),
-        ).model_copy(update={"scheduled": _scheduled(conn, statements)})
+        ).model_copy(
+            update={
+                "scheduled": _scheduled(conn, statements),
+                "paused": flow.read_paused(conn, statements.flow),
+                "limits": flow.read_limits(conn, statements.flow, now),
+            }
+        )
 
 
 def _scheduled(conn: sqlite3.Connection, statements: Statements) -> int:

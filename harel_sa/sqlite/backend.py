@@ -10,10 +10,11 @@ from functools import partial
 from typing import Any, TypeVar
 
 from harel_sa.events import Lease
-from harel_sa.models import DeadMessage, QueuedMessage, Stats
+from harel_sa.flow import Target
+from harel_sa.models import DeadMessage, Limit, Pause, QueuedMessage, Stats
 from harel_sa.schema import Names
 from harel_sa.seam import Bound, ClaimSpec, Clock, Due, Row
-from harel_sa.sqlite import admin, operations, periodic
+from harel_sa.sqlite import admin, flow, operations, periodic
 from harel_sa.sqlite.statements import statements_for
 
 T = TypeVar("T")
@@ -169,3 +170,19 @@ class SqliteBackend:
     def purge_dead(self, group_id: str | None, seqs: tuple[int, ...] | None) -> SqliteCall[int]:
         st = self.statements
         return SqliteCall(admin.purge_dead, statements=st, group_id=group_id, seqs=seqs)
+
+    def pause(self, target: Target) -> SqliteCall[bool]:
+        return SqliteCall(flow.pause, st=self.statements.flow, clock=self.clock, target=target)
+
+    def resume(self, target: Target) -> SqliteCall[bool]:
+        return SqliteCall(flow.resume, st=self.statements.flow, clock=self.clock, target=target)
+
+    def backoff(self, target: Target, seconds: float) -> SqliteCall[float]:
+        st, clock = self.statements.flow, self.clock
+        return SqliteCall(flow.backoff, st=st, clock=clock, target=target, seconds=seconds)
+
+    def paused(self) -> SqliteCall[list[Pause]]:
+        return SqliteCall(flow.paused, st=self.statements.flow)
+
+    def limits(self) -> SqliteCall[dict[str | None, Limit]]:
+        return SqliteCall(flow.limits, st=self.statements.flow, clock=self.clock)

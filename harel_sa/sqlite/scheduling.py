@@ -16,6 +16,7 @@ from typing import Any
 from harel_sa.schema import Names
 from harel_sa.seam import Due, Program, Query, Result, Row
 from harel_sa.sqlite.compiled import Compiled, named
+from harel_sa.sqlite.flow import born
 
 #: ``message_key`` as the statements compare it (a waiting keyed message is free: not leased,
 #: not parked, whatever its lease's expiry).
@@ -38,8 +39,9 @@ class SchedulingStatements:
             "VALUES (:group_id, :event, :now, :key)"
         )
         self.insert_group = named(
-            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "
-            "VALUES (:group_id, :priority, :routing_key)"
+            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key, last_claimed_at) "
+            "VALUES (:group_id, :priority, :routing_key, "
+            f"{born(names, ':group_id', ':routing_key')})"
         )
         # A keep publish: its look and its write in one statement (under the write lock).
         none_waiting = (
@@ -73,8 +75,9 @@ class SchedulingStatements:
         self.due = named(f"SELECT 1 FROM {s} WHERE due_at <= :now LIMIT 1")
         due_order = f"FROM {s} WHERE due_at <= :now ORDER BY due_at, seq"
         self.promote_groups = named(
-            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "
-            f"SELECT group_id, priority, routing_key {due_order}"
+            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key, last_claimed_at) "
+            "SELECT group_id, priority, routing_key, "
+            f"{born(names, f'{s}.group_id', f'{s}.routing_key')} {due_order}"
         )
         self.promote_messages = named(
             f"INSERT INTO {m} (group_id, event, enqueued_at, message_key) "

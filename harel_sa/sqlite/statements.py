@@ -17,6 +17,7 @@ from functools import lru_cache
 from harel_sa.rules import BATCH_MAX, LOOKAHEAD, PARKED
 from harel_sa.schema import MAX_PRIORITY, Names
 from harel_sa.sqlite.compiled import Compiled, named, positional
+from harel_sa.sqlite.flow import PAUSED, FlowStatements, born, held
 from harel_sa.sqlite.scheduling import SchedulingStatements, probe
 
 # Reading rows another program may have written: any column may hold any type, and TEXT may
@@ -113,9 +114,11 @@ class Statements:
             *("group_id", "event", "now"),
         )
         # The first publish of a group fixes its priority and routing key until it drains.
+        # A new group enters the rotation where a pause or backoff of it puts its groups.
         self.insert_group = positional(
-            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "
-            "VALUES (:group_id, :priority, :routing_key)",
+            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key, last_claimed_at) "
+            "VALUES (:group_id, :priority, :routing_key, "
+            f"{born(names, ':group_id', ':routing_key')})",
             *("group_id", "priority", "routing_key"),
         )
         # What a claim writes, one statement each for its ``n`` leases (a single claim's
@@ -150,7 +153,8 @@ class Statements:
         # A parked group re-enters the rotation when its park ends, as if claimed then, so
         # claims walk past it on the index instead of over it (it stays blocked meanwhile).
         self.move_group_to_park_end = positional(
-            f"UPDATE {g} SET last_claimed_at = :until WHERE group_id = :group_id",
+            f"UPDATE {g} SET last_claimed_at = :until WHERE group_id = :group_id "
+            f"AND last_claimed_at > {PAUSED}",
             *("until", "group_id"),
         )
         self.free = positional(
@@ -200,6 +204,7 @@ class Statements:
         )
         self._admin(m, g, d)
         self.scheduling = SchedulingStatements(names, self.drop_group_if_empty)
+        self.flow = FlowStatements(names)
 
     def _admin(self, m: str, g: str, d: str) -> None:
         # -- the admin operations: reads in one snapshot, and repairs ------------------------
@@ -271,8 +276,10 @@ class Statements:
             f"FROM {d} WHERE {pick} ORDER BY seq"
         )
         self.requeue_groups = named(
-            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key) "
-            f"SELECT group_id, priority, routing_key FROM {d} WHERE {pick} ORDER BY seq"
+            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key, last_claimed_at) "
+            "SELECT group_id, priority, routing_key, "
+            f"{born(self.names, f'{d}.group_id', f'{d}.routing_key')} "
+            f"FROM {d} WHERE {pick} ORDER BY seq"
         )
         self.purge_dead = named(f"DELETE FROM {d} WHERE {pick}")
 
@@ -409,7 +416,9 @@ def _lane(names: Names, where: str, limit: str) -> str:
         # step of the due index, the claim's whole cost of scheduled messages.
         f"{probe(names)} AS due "
         f"FROM {g} AS g LEFT JOIN {m} AS m ON m.seq = {head_of(m, 'g')} "
-        f"WHERE {where} AND {eligible(m, 'm', 'g')} "
+        # Paused groups sit before the walk's start; a held one met on the way is passed.
+        f"WHERE {where} AND g.last_claimed_at > {PAUSED} AND NOT {held(names, 'g')} "
+        f"AND {eligible(m, 'm', 'g')} "
         f"ORDER BY {rotation('g')} LIMIT {limit}"
     )
 

@@ -37,6 +37,8 @@ def workload(q: Any) -> None:
     q.publish_many([("f", Event(kind="f")), ("g", Event(kind="g"))])
     q.ack_many_and_claim_many(q.claim_many("w", 30.0, 2), "w", 30.0, 2)
     q.stats(), q.peek(), q.dead(), q.release(), q.requeue_dead(), q.purge("d"), q.purge_dead()
+    q.pause(routing_key="k"), q.pause(group_id="a"), q.backoff(None, 5.0), q.paused(), q.limits()
+    q.resume(routing_key="k"), q.resume(group_id="a")
 
 
 def constructs(statements: object, sized: tuple[str, ...], size: int) -> list[Any]:
@@ -61,7 +63,7 @@ def test_sqlite_runs_only_compiled_text_constructs(tmp_path: Path) -> None:
         st, ("mark_claimed", "lease", "locks_of", "delete_seqs", "drop_groups_if_empty"), 4
     )
     compiled += [st.claim(0, 0), st.claim(0, 2), st.claim_up_to(0, 0), st.claim_up_to(0, 2)]
-    compiled += constructs(st.scheduling, (), 0)
+    compiled += constructs(st.scheduling, (), 0) + constructs(st.flow, (), 0)
     for statement in compiled:
         assert isinstance(statement.clause, TextClause)
     # The trace shows each statement with its values in place: one pattern per compilation.
@@ -87,7 +89,7 @@ def test_postgresql_prepares_only_compiled_text_constructs(pg_url: str) -> None:
         session.connection.rollback()
         q._sessions.keep(session)
     st = pg.statements_for(Names(), True)
-    every = [*vars(st).values(), *vars(st.scheduling).values()]
+    every = [*vars(st).values(), *vars(st.scheduling).values(), *vars(st.flow).values()]
     # And the driver's own: the claims' planner settings and the transactions' begins.
     every += [pg_driver.STEER, pg_kinds.BEGIN_WRITE, pg_kinds.BEGIN_SNAPSHOT]
     compiled = {s.sql.decode() for s in every if isinstance(s, pgc.Statement)}

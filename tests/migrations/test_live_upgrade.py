@@ -31,8 +31,8 @@ BODY = Path(__file__).with_name("rolling_body.py")
 HAREL_SA = Path(sys.executable).with_name("harel-sa")
 #: The newest revision each dialect's schema changes at (0006 is PostgreSQL's indexes only).
 NEWEST = {
-    "postgresql": "harel_sa_0008_periodic.py",
-    "sqlite": "harel_sa_0008_periodic.py",
+    "postgresql": "harel_sa_0009_controls.py",
+    "sqlite": "harel_sa_0009_controls.py",
 }
 GROUPS, BACKLOG, WORKERS = 40, 2000, 3
 

@@ -40,6 +40,7 @@ ADDED = {
         NAMES.scheduled_by_key,
     },
     "harel_sa_0008": {NAMES.periodic},
+    "harel_sa_0009": {NAMES.controls},
 }
 
 
@@ -73,7 +74,7 @@ def url(path: Path) -> str:
 def test_upgrade_head_from_the_repo_root_on_an_empty_file(tmp_path: Path) -> None:
     path = tmp_path / "queue.db"
     done = alembic("-x", url(path), "upgrade", "head")
-    assert "Running upgrade harel_sa_0007 -> harel_sa_0008" in done.stderr
+    assert "Running upgrade harel_sa_0008 -> harel_sa_0009" in done.stderr
     assert version(path) == [HEAD_REVISION]
     assert_schema_is_metadata(path)
     assert alembic("-x", url(path), "current").stdout.split() == [HEAD_REVISION, "(head)"]
@@ -97,8 +98,8 @@ def test_downgrade_minus_one_from_head_undoes_only_the_last_revision(tmp_path: P
     alembic("-x", url(path), "upgrade", "head")
     before, objs = kept(path), objects(path)
     alembic("-x", url(path), "downgrade", "-1")
-    assert version(path) == ["harel_sa_0007"]
-    assert objects(path) == objs - ADDED["harel_sa_0008"]
+    assert version(path) == ["harel_sa_0008"]
+    assert objects(path) == objs - ADDED["harel_sa_0009"]
     assert kept(path) == before
 
 
@@ -112,6 +113,7 @@ def test_each_downgrade_step_keeps_every_row_then_upgrade_restores_head(
     keys = rows(path, NAMES.groups, ["group_id", "routing_key"])
     objs = objects(path)
     for undone, now_at in (
+        ("harel_sa_0009", "harel_sa_0008"),
         ("harel_sa_0008", "harel_sa_0007"),
         ("harel_sa_0007", "harel_sa_0006"),
         ("harel_sa_0006", "harel_sa_0005"),

@@ -37,8 +37,8 @@ BOOM = textwrap.dedent(
     import sqlalchemy as sa
     from alembic import op
 
-    revision = "harel_sa_0009"
-    down_revision = "harel_sa_0008"
+    revision = "harel_sa_0010"
+    down_revision = "harel_sa_0009"
     branch_labels = None
     depends_on = None
 
@@ -147,6 +147,7 @@ REVISIONS = [
     ("harel_sa_0006", "harel_sa_0005"),  # nothing on SQLite: no crash point
     ("harel_sa_0007", "harel_sa_0006"),
     ("harel_sa_0008", "harel_sa_0007"),
+    ("harel_sa_0009", "harel_sa_0008"),
 ]
 CRASHES = [
     (rev, down, k) for rev, down in REVISIONS for k in range(1, len(_statements_of(rev, down)) + 1)

@@ -14,7 +14,7 @@ from harel_sa.sqlite.compiled import positional
 from harel_sa.sqlite.statements import statements_for
 
 NAMES = Names()
-BASE_TABLES = {"g", "m", "x", "h"}  # the aliases the claim gives its tables
+BASE_TABLES = {"g", "m", "x", "h", "c"}  # the aliases the claim gives its tables
 
 
 def plan(db: str, min_priority: int, keys: int) -> list[tuple[int, int, str]]:
@@ -55,7 +55,11 @@ def test_every_table_access_is_an_index_search_or_an_ordered_index_walk(
 def test_the_plain_claim_sorts_nothing(db: str) -> None:
     details = [d for _, _, d in plan(db, 0, 0)]
     assert not [d for d in details if "TEMP B-TREE" in d], details
-    assert f"SCAN g USING INDEX {NAMES.groups_by_last_claimed}" in details
+    # The walk starts after the paused groups (harel_sa.flow.PAUSED_AT), in claim order.
+    walk = f"SEARCH g USING INDEX {NAMES.groups_by_last_claimed} (last_claimed_at>?)"
+    assert walk in details
+    # What a pause or backoff holds back: a look at two keys of the controls' primary key.
+    assert f"SEARCH c USING INDEX sqlite_autoindex_{NAMES.controls}_1 (target=?)" in details
 
 
 @pytest.mark.parametrize(("min_priority", "keys"), [c for c in CASES if c != (0, 0)])

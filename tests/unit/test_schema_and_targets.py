@@ -89,7 +89,11 @@ def test_the_metadata_holds_the_design_tables_and_indexes() -> None:
         "p_transport_dead",
         "p_transport_scheduled",
         "p_transport_periodic",
+        "p_transport_controls",
     }
+    controls = md.tables["p_transport_controls"]
+    assert [c.name for c in controls.c] == ["target", "paused_at", "backoff_until"]
+    assert [c.name for c in controls.primary_key] == ["target"] and not controls.indexes
     periodic = md.tables["p_transport_periodic"]
     assert [c.name for c in periodic.c] == ["name", "tick_at"]
     assert [c.name for c in periodic.primary_key] == ["name"] and not periodic.indexes
