@@ -86,7 +86,7 @@ class QueueCollector(Collector):
     """The queue's depth and age, read with ``stats()`` from a sync transport at each scrape:
     messages by state (ready, leased, parked), dead messages, groups, the oldest ready message's
     age (when its event carries a ``created_time``), messages ever published, live leases per
-    worker.
+    worker, the pauses in force and the routing keys' backoff ends.
 
     Give it a transport of its own (the scrape runs in the HTTP server's thread).
     """
@@ -131,6 +131,26 @@ class QueueCollector(Collector):
         for worker, n in s.leases_by_worker.items():
             leases.add_metric([worker], n)
         yield leases
+        held = GaugeMetricFamily(
+            "harel_sa_queue_paused",
+            'Pauses in force (1), by kind (routing_key or group) and name ("": no routing key).',
+            labels=["kind", "name"],
+        )
+        for p in s.paused:
+            kind, name = (
+                ("group", p.group_id) if p.group_id is not None else ("routing_key", p.routing_key)
+            )
+            held.add_metric([kind, name or ""], 1)
+        yield held
+        backoffs = GaugeMetricFamily(
+            "harel_sa_queue_backoff_until_seconds",
+            'When each routing key\'s backoff ends (epoch seconds; "": no routing key).',
+            labels=["routing_key"],
+        )
+        for key, limit in s.limits.items():
+            if limit.backoff_until is not None:
+                backoffs.add_metric([key or ""], limit.backoff_until)
+        yield backoffs
 
 
 class _Server(ThreadingMixIn, WSGIServer):

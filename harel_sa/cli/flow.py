@@ -86,5 +86,5 @@ def cmd_backoff(args: argparse.Namespace) -> int:
     named, what = _named(args)
     with open_queue(queue_target(args, must_exist=True)) as q:
         until = q.backoff(named["routing_key"], args.seconds)
-    emit(args, {"backoff_until": until}, f"{what} backs off until {utc_time(until)}")
+    emit(args, {"backoff_until": until}, f"{what}: no claim until {utc_time(until)}")
     return OK

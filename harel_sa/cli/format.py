@@ -84,6 +84,24 @@ def event_json(event: str) -> dict[str, Any]:
     return {"event": value} if value is not None else {"event": None, "event_text": event}
 
 
+def held(routing_key: str | None, group_id: str | None) -> str:
+    """What a pause or a backoff holds, in words."""
+    if group_id is not None:
+        return f"group {group_id}"
+    return "no routing key" if routing_key is None else f"routing key {routing_key}"
+
+
+def held_rows(s: Any) -> list[tuple[str, str]]:
+    """What is held back (a :class:`~harel_sa.Stats`' pauses and backoffs), as (label, value)
+    rows; none when nothing is."""
+    rows = []
+    if s.paused:
+        rows.append(("paused", ", ".join(held(p.routing_key, p.group_id) for p in s.paused)))
+    if s.limits:
+        rows.append(("backing off", ", ".join(held(key, None) for key in s.limits)))
+    return rows
+
+
 def cleanup_rows(dead_rows: int | None, oldest_transaction: float | None) -> list[tuple[str, str]]:
     """What holds back VACUUM, as (label, value) rows: PostgreSQL's dead rows in the queue's
     tables and its oldest open transaction; nothing on SQLite (both ``None``)."""

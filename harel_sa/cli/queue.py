@@ -37,6 +37,7 @@ from harel_sa.cli.format import (
     cleanup_rows,
     data_of,
     event_json,
+    held,
     kind_of,
     one_line,
     plural,
@@ -186,24 +187,18 @@ def _stats_text(s: Stats) -> str:
         [(b.routing_key, b.groups, b.messages) for b in s.by_routing_key],
         indent="  ",
     )
-    held = [
+    holding = [
         *(
-            ("paused", _what(p.routing_key, p.group_id), f"since {utc_time(p.since)}")
+            ("paused", held(p.routing_key, p.group_id), f"since {utc_time(p.since)}")
             for p in s.paused
         ),
         *(
-            ("backoff", _what(k, None), f"until {utc_time(v.backoff_until)}")
+            ("backoff", held(k, None), f"until {utc_time(v.backoff_until)}")
             for k, v in s.limits.items()
         ),
     ]
-    flow = "\n\nheld back\n" + table(["", "what", "when"], held, indent="  ") if held else ""
+    flow = "\n\nheld back\n" + table(["", "what", "when"], holding, indent="  ") if holding else ""
     return f"{head}\n\nby priority\n{priorities}\n\nby routing key\n{keys}{flow}"
-
-
-def _what(routing_key: str | None, group_id: str | None) -> str:
-    if group_id is not None:
-        return f"group {group_id}"
-    return "no routing key" if routing_key is None else f"routing key {routing_key}"
 
 
 def cmd_peek(args: argparse.Namespace) -> int:

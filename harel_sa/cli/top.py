@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from harel_sa import Stats
 from harel_sa.cli.common import OK, Commands, add_db_options, open_queue, queue_target
-from harel_sa.cli.format import age, cleanup_rows, utc_time
+from harel_sa.cli.format import age, cleanup_rows, held_rows, utc_time
 from harel_sa.cli.progress import isatty
 
 
@@ -110,6 +110,10 @@ def plain_line(s: Stats, rates: Rates | None) -> str:
             f"{label.replace(' ', '_')}={value} "
             for label, value in cleanup_rows(s.dead_rows, s.oldest_transaction_age)
         )
+        + "".join(
+            f"{label.replace(' ', '_')}={value.replace(' ', '_').replace(',_', ',')} "
+            for label, value in held_rows(s)
+        )
         + f"workers={workers}"
     )
 
@@ -128,6 +132,7 @@ def rows(s: Stats, rates: Rates | None) -> list[tuple[str, str]]:
         ("out" + window, _rate(rates, "settled")),
         ("oldest ready", age(s.oldest_ready_age)),
         *cleanup_rows(s.dead_rows, s.oldest_transaction_age),
+        *held_rows(s),
     ]
 
 

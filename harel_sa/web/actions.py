@@ -1,7 +1,8 @@
-"""The page's four writes, each the same transport call as its ``harel-sa`` command.
+"""The page's writes, each the same transport call as its ``harel-sa`` command.
 
 ``requeue`` and ``purge-dead`` (``dead requeue|purge``: one dead letter by seq, a group's or
-all), ``release`` (a group's parks, or all) and ``purge-group`` (``purge --group``).
+all), ``release`` (a group's parks, or all), ``purge-group`` (``purge --group``), and ``pause``
+and ``resume`` of a group or a routing key (``key``; ``key=`` empty: the messages without one).
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ class Action:
     verb: str
     needs_group: bool
     takes_seq: bool
-    perform: Callable[[Any, str | None, list[int] | None], int]
+    perform: Callable[[Any, Request], int]
     done: Callable[[int], str]
+    #: Names a group or a routing key (exactly one), and nothing else.
+    flow: bool = False
 
 
 ACTIONS = {
@@ -41,7 +44,7 @@ ACTIONS = {
             "Requeue",
             False,
             True,
-            lambda q, g, s: q.requeue_dead(g, s),
+            lambda q, r: q.requeue_dead(r.group, r.seqs),
             lambda n: f"requeued {plural(n, 'dead message')}",
         ),
         Action(
@@ -49,7 +52,7 @@ ACTIONS = {
             "Purge dead letters",
             False,
             True,
-            lambda q, g, s: q.purge_dead(g, s),
+            lambda q, r: q.purge_dead(r.group, r.seqs),
             lambda n: f"purged {plural(n, 'dead message')}",
         ),
         Action(
@@ -57,7 +60,7 @@ ACTIONS = {
             "Release parked messages",
             False,
             False,
-            lambda q, g, s: q.release(g),
+            lambda q, r: q.release(r.group),
             lambda n: f"released {plural(n, 'parked message')}",
         ),
         Action(
@@ -65,8 +68,26 @@ ACTIONS = {
             "Purge the group",
             True,
             False,
-            lambda q, g, s: q.purge(g),
+            lambda q, r: q.purge(r.group),
             lambda n: f"purged {plural(n, 'message')}",
+        ),
+        Action(
+            "pause",
+            "Pause",
+            False,
+            False,
+            lambda q, r: int(q.pause(**r.target())),
+            lambda n: "paused" if n else "was paused already",
+            flow=True,
+        ),
+        Action(
+            "resume",
+            "Resume",
+            False,
+            False,
+            lambda q, r: int(q.resume(**r.target())),
+            lambda n: "resumed" if n else "was not paused",
+            flow=True,
         ),
     )
 }
@@ -79,6 +100,14 @@ class Request:
     action: Action
     group: str | None
     seq: int | None
+    #: A pause's or resume's routing key: ``""`` for the messages without one.
+    key: str | None = None
+
+    def target(self) -> dict[str, str | None]:
+        """A pause's or resume's keyword argument."""
+        if self.group is not None:
+            return {"group_id": self.group}
+        return {"routing_key": self.key or None}
 
     @property
     def seqs(self) -> list[int] | None:
@@ -86,6 +115,10 @@ class Request:
 
     def what(self) -> str:
         """The request in words, for the confirmation page."""
+        if self.action.flow:
+            if self.group is not None:
+                return "group"
+            return f"routing key {self.key}" if self.key else "the messages without a routing key"
         noun = {
             "requeue": "dead letter",
             "purge-dead": "dead letter",
@@ -102,6 +135,8 @@ class Request:
             found.append(("group", self.group))
         if self.seq is not None:
             found.append(("seq", str(self.seq)))
+        if self.key is not None:
+            found.append(("key", self.key))
         return found
 
 
@@ -110,9 +145,13 @@ def parse(params: Mapping[str, str]) -> Request:
     action = ACTIONS.get(params.get("action", ""))
     if action is None:
         raise ActionError(f"no such action: choose one of {', '.join(ACTIONS)}")
-    group = params.get("group")
+    group, key = params.get("group"), params.get("key")
     if action.needs_group and group is None:
         raise ActionError(f"{action.name} needs a group")
+    if action.flow and (group is None) == (key is None):
+        raise ActionError(f"{action.name} needs a group or a key (key= empty: no routing key)")
+    if key is not None and not action.flow:
+        raise ActionError(f"{action.name} takes no key")
     seq: int | None = None
     if "seq" in params:
         if not action.takes_seq:
@@ -121,7 +160,7 @@ def parse(params: Mapping[str, str]) -> Request:
             seq = int(params["seq"])
         except ValueError:
             raise ActionError("seq must be a whole number") from None
-    return Request(action, group, seq)
+    return Request(action, group, seq, key)
 
 
 def affected(q: Any, r: Request) -> list[tuple[str, str]] | None:
@@ -133,6 +172,10 @@ def affected(q: Any, r: Request) -> list[tuple[str, str]] | None:
             return None
         d = letters[0]
         return [("group", d.group_id), ("error", d.error), ("event", pretty(d.event))]
+    if r.action.flow:
+        held = {(p.group_id, p.routing_key) for p in q.paused()}
+        mine = (r.group, None) if r.group is not None else (None, r.key or None)
+        return [("paused now", "yes" if mine in held else "no")]
     if r.action.name in ("requeue", "purge-dead"):
         return [("dead letters", str(len(q.dead(r.group, None, COUNT_LIMIT + 1))))]
     messages = q.peek(r.group, COUNT_LIMIT + 1)

@@ -167,7 +167,10 @@ def _perform(open_write: Opener, wanted: actions.Request) -> str | None:
     try:
         if actions.missing(q, wanted):
             return None
-        count = wanted.action.perform(q, wanted.group, wanted.seqs)
+        count = wanted.action.perform(q, wanted)
+        if wanted.action.flow:
+            whom = wanted.what() + ("" if wanted.group is None else f" {wanted.group}")
+            return f"{whom}: {wanted.action.done(count)}"
         return wanted.action.done(count) + (
             "" if wanted.group is None else f" of group {wanted.group}"
         )

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel_sa.cli.format import age, cleanup_rows, decoded, kind_of, utc_time
+from harel_sa.cli.format import age, cleanup_rows, decoded, held, kind_of, utc_time
 from harel_sa.cli.top import Rates, Window
 
 #: The oldest messages read to sum up the groups (a larger queue shows the groups of these).
@@ -58,6 +58,20 @@ class Snapshot:
     dead: list[Dead]
     dead_total: int
     rates: list[tuple[str, str]] = field(default_factory=list)
+    #: Routing keys: (key, "" for none; groups; messages; paused).
+    keys: list[tuple[str, int, int, bool]] = field(default_factory=list)
+    #: Pauses and backoffs: (what, until or since, the group or key a resume names).
+    held: list[Held] = field(default_factory=list)
+
+
+@dataclass
+class Held:
+    """A pause (``resume`` names ``group`` or ``key``) or a backoff (``key`` ``None``)."""
+
+    what: str
+    when: str
+    group: str | None
+    key: str | None
 
 
 class Reader:
@@ -73,6 +87,7 @@ class Reader:
         dead = q.dead(None, None, DEAD_SHOWN)
         with self._lock:
             rates = self._window.add(time.monotonic(), stats)
+        paused = {(p.group_id, p.routing_key) for p in stats.paused}
         return Snapshot(
             now=utc_time(stats.now),
             totals=[
@@ -106,6 +121,30 @@ class Reader:
                 for d in dead
             ],
             dead_total=stats.dead,
+            keys=[
+                (b.routing_key or "", b.groups, b.messages, (None, b.routing_key) in paused)
+                for b in stats.by_routing_key
+            ],
+            held=[
+                *(
+                    Held(
+                        f"paused: {held(p.routing_key, p.group_id)}",
+                        f"since {utc_time(p.since)}",
+                        p.group_id,
+                        None if p.group_id is not None else (p.routing_key or ""),
+                    )
+                    for p in stats.paused
+                ),
+                *(
+                    Held(
+                        f"backoff: {held(k, None)}",
+                        f"until {utc_time(v.backoff_until)}",
+                        None,
+                        None,
+                    )
+                    for k, v in stats.limits.items()
+                ),
+            ],
         )
 
 

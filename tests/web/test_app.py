@@ -156,3 +156,48 @@ def test_an_error_is_shown_without_the_database_password() -> None:
     form = {"action": "requeue", "token": TOKEN}
     done = TestClient(app, base_url=BASE).post("/action", data=form)
     assert done.status_code == 500 and PASSWORD not in done.text
+
+
+def test_pause_and_resume_a_group_or_a_routing_key_with_the_token(queue: Queue) -> None:
+    c = client(queue, writes=True)
+
+    def act(**form: Any) -> str:
+        done = c.post("/action", data={**form, "token": TOKEN})
+        assert done.status_code == 200, done.text
+        return done.text
+
+    assert "nothing is paused or backing off" in c.get("/").text
+    assert "group orders-1042: paused" in act(action="pause", group="orders-1042")
+    assert "group orders-1042: was paused already" in act(action="pause", group="orders-1042")
+    assert "the messages without a routing key: paused" in act(action="pause", key="")
+    with queue.open() as q:
+        assert {(p.group_id, p.routing_key) for p in q.paused()} == {
+            ("orders-1042", None),
+            (None, None),
+        }
+        q.backoff("mail", 60)
+    html = c.get("/").text
+    assert "paused: group orders-1042" in html and "backoff: routing key mail" in html
+    assert "/confirm?action=resume&amp;group=orders-1042" in html
+    assert "/confirm?action=resume&amp;key=" in html
+    page = c.get("/confirm", params={"action": "resume", "key": ""})
+    assert page.status_code == 200 and "paused now" in page.text
+    assert c.get("/confirm", params={"action": "pause"}).status_code == 400  # neither
+    both = {"action": "pause", "group": "g", "key": "k", "token": TOKEN}
+    assert c.post("/action", data=both).status_code == 400
+    assert "resumed" in act(action="resume", key="")
+    assert "was not paused" in act(action="resume", key="")
+    assert "group orders-1042: resumed" in act(action="resume", group="orders-1042")
+    with queue.open() as q:
+        assert q.paused() == []
+
+
+def test_pausing_is_refused_without_writes_or_the_token(queue: Queue) -> None:
+    before = state(queue)
+    done = client(queue, writes=False).post("/action", data={"action": "pause", "key": ""})
+    assert done.status_code == 403
+    wrong = client(queue, writes=True).post(
+        "/action", data={"action": "pause", "group": "orders-1042", "token": "x"}
+    )
+    assert wrong.status_code == 403
+    assert state(queue) == before

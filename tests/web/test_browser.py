@@ -109,3 +109,29 @@ def test_read_only_offers_no_action_and_refuses_one(queue: Queue, serve: Any, br
     browser.get(server.url + "confirm?action=requeue")
     assert shown(browser, "heading") == "Read-only"
     nothing_ran(browser)
+
+
+def test_a_group_paused_and_resumed_in_the_page(queue: Queue, serve: Any, browser: Any) -> None:
+    server = serve([*queue.args, "--allow-writes"], {"HAREL_SA_WEB_TOKEN": TOKEN})
+    browser.get(server.url)
+    assert "nothing is paused" in browser.find_element(By.ID, "held").text
+    row = browser.find_element(By.XPATH, "//section[@id='groups']//tr[td='orders-1042']")
+    row.find_element(By.LINK_TEXT, "pause").click()
+    assert shown(browser, "heading") == "Pause?"
+    browser.find_element(By.ID, "token").send_keys(TOKEN)
+    browser.find_element(By.ID, "confirm").click()
+    assert shown(browser, "message") == "group orders-1042: paused"
+    with queue.open() as q:
+        assert [p.group_id for p in q.paused()] == ["orders-1042"]
+
+    browser.get(server.url)
+    held = browser.find_element(By.ID, "held")
+    assert "paused: group orders-1042" in held.text
+    held.find_element(By.LINK_TEXT, "resume").click()
+    assert shown(browser, "heading") == "Resume?"
+    browser.find_element(By.ID, "token").send_keys(TOKEN)
+    browser.find_element(By.ID, "confirm").click()
+    assert shown(browser, "message") == "group orders-1042: resumed"
+    with queue.open() as q:
+        assert q.paused() == []
+    nothing_ran(browser)
