@@ -12,6 +12,7 @@ from typing import Any
 
 import ab
 import batches
+import flow
 import harel_peer
 import mechanisms
 import one_cpu
@@ -259,6 +260,7 @@ REPORTS: dict[str, tuple[Report, Report]] = {
     "upgrade": (lambda w: [], upgrade_locks.section),
     "outbox": (outbox.targets, outbox.section),
     "scheduling": (scheduling.targets, scheduling.section),
+    "flow": (flow.targets, flow.section),
     "mechanisms": (mechanisms.targets, mechanisms.section),
     "ab": (ab.targets, ab.section),
     "pressure": (pressure.targets, pressure.section),
