@@ -28,9 +28,10 @@ class PostgresBackend:
     def __init__(self, names: Names, clock: ClockOrServer) -> None:
         self.statements = statements_for(names, server_clock=clock is None)
         self.clock = clock
+        self.seen = flow.Seen()
 
     def publish(self, rows: list[Row]) -> Op[None] | One[None]:
-        return operations.publish(self.statements, self.clock, rows)
+        return operations.publish(self.statements, self.clock, rows, self.seen)
 
     def schedule(self, rows: list[Row], due: Due) -> One[None]:
         return scheduling.schedule(self.statements.scheduling, self.clock, rows, due)
@@ -108,12 +109,15 @@ class PostgresBackend:
         return admin.purge_dead(self.statements, group_id, seqs)
 
     def pause(self, target: Target) -> Op[bool]:
+        self.seen.forget()
         return flow.pause(self.statements.flow, self.clock, target)
 
     def resume(self, target: Target) -> Op[bool]:
+        self.seen.forget()
         return flow.resume(self.statements.flow, self.clock, target)
 
     def backoff(self, target: Target, seconds: float) -> Op[float]:
+        self.seen.forget()
         return flow.backoff(self.statements.flow, self.clock, target, seconds)
 
     def paused(self) -> Op[list[Pause]]:

@@ -9,6 +9,7 @@ decide. Each operation is two transactions, for what runs beside it: see :func:`
 
 from __future__ import annotations
 
+import time
 from functools import partial
 
 from harel_sa import rows
@@ -17,7 +18,7 @@ from harel_sa.models import Limit, Pause
 from harel_sa.postgres.compiled import Statement, notify_sql, positional
 from harel_sa.postgres.kinds import ClockOrServer, Op, now_param
 from harel_sa.schema import Names
-from harel_sa.seam import Program, Query
+from harel_sa.seam import Program, Query, Result
 from harel_sa.validate import no_nul
 
 #: :data:`~harel_sa.flow.PAUSED_AT` in PostgreSQL's spelling.
@@ -57,6 +58,38 @@ def born(names: Names, group_id: str, routing_key: str) -> str:
         f"({targets(group_id, routing_key)})) THEN {PAUSED} ELSE coalesce((SELECT "
         f"c.backoff_until FROM {names.controls} c WHERE c.target = {key}), 0.0) END"
     )
+
+
+def controlled(names: Names) -> str:
+    """Whether any pause or backoff row exists (what :class:`Seen` is told)."""
+    return f"EXISTS (SELECT 1 FROM {names.controls})"
+
+
+#: How long a transport told that no control row exists sends the plain publishes.
+TRUST = 1.0
+
+
+class Seen:
+    """What one transport's publishes last heard of the control rows: while none exist (and
+    for :data:`TRUST` seconds after it heard so) it sends the publishes that do not read
+    them. A group it makes meanwhile of a target paused since is held by the claims' look at
+    the control rows all the same, from its place in the rotation; its own pauses, resumes
+    and backoffs make it listen again at once."""
+
+    __slots__ = ("none_until",)
+
+    def __init__(self) -> None:
+        self.none_until = 0.0
+
+    def none(self) -> bool:
+        return time.monotonic() < self.none_until
+
+    def heard(self, result: Result) -> None:
+        """A publish's answer (:func:`controlled`)."""
+        self.none_until = 0.0 if result.rows[0][0] else time.monotonic() + TRUST
+
+    def forget(self) -> None:
+        self.none_until = 0.0
 
 
 class FlowStatements:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from harel_sa.events import Lease, tokens
 from harel_sa.postgres import scheduling
 from harel_sa.postgres.compiled import Statement
+from harel_sa.postgres.flow import Seen
 from harel_sa.postgres.kinds import (
     BEGIN_WRITE,
     ClockOrServer,
@@ -43,24 +44,33 @@ def _changed_one(result: Result) -> bool:
     return result.rowcount == 1
 
 
-def publish(statements: Statements, clock: ClockOrServer, rows: list[Row]) -> Op[None] | One[None]:
-    """Append ``(group_id, event_json, priority, routing_key)`` rows, all or none."""
+def publish(
+    statements: Statements, clock: ClockOrServer, rows: list[Row], seen: Seen | None = None
+) -> Op[None] | One[None]:
+    """Append ``(group_id, event_json, priority, routing_key)`` rows, all or none; with
+    ``seen``, in the plain form while it knows of no control row (:class:`~harel_sa.postgres.
+    flow.Seen`), telling it what the other form says."""
     for group_id, _, _, routing_key in rows:
         no_nul("group_id", group_id)
         no_nul("routing_key", routing_key)
     if len(rows) == 1:
-        return publish_one(statements, clock, rows[0])
+        return publish_one(statements, clock, rows[0], seen)
     if not rows:
         return Op(partial(_returns, None))
     kinds = _kinds(rows)
     if len(kinds) == 1:
         (priority, routing_key), chosen = next(iter(kinds.items()))
-        return One(_publish_kind(statements, clock, priority, routing_key, chosen), nothing)
+        plain = seen is not None and seen.none()
+        query = _publish_kind(statements, clock, priority, routing_key, chosen, plain)
+        return One(query, nothing if plain or seen is None else seen.heard)
     return Op(partial(_publish_many, statements, clock, kinds), begin=BEGIN_WRITE)
 
 
-def publish_one(statements: Statements, clock: ClockOrServer, row: Row) -> One[None]:
-    """Append one ``(group_id, event_json, priority, routing_key)`` row."""
+def publish_one(
+    statements: Statements, clock: ClockOrServer, row: Row, seen: Seen | None = None
+) -> One[None]:
+    """Append one ``(group_id, event_json, priority, routing_key)`` row (``seen`` as for
+    :func:`publish`)."""
     group_id, event, priority, routing_key = row
     params = {
         "group_id": group_id,
@@ -69,7 +79,9 @@ def publish_one(statements: Statements, clock: ClockOrServer, row: Row) -> One[N
         "routing_key": routing_key,
         "now": now_param(clock),
     }
-    return One(Query(statements.publish, params), nothing)
+    if seen is not None and seen.none():
+        return One(Query(statements.publish_plain, params), nothing)
+    return One(Query(statements.publish, params), nothing if seen is None else seen.heard)
 
 
 def _kinds(rows: list[Row]) -> dict[tuple[int, str | None], list[Row]]:
@@ -82,7 +94,12 @@ def _kinds(rows: list[Row]) -> dict[tuple[int, str | None], list[Row]]:
 
 
 def _publish_kind(
-    st: Statements, clock: ClockOrServer, priority: int, routing_key: str | None, rows: list[Row]
+    st: Statements,
+    clock: ClockOrServer,
+    priority: int,
+    routing_key: str | None,
+    rows: list[Row],
+    plain: bool = False,
 ) -> Query[Statement]:
     params = {
         "groups": [r[0] for r in rows],
@@ -91,7 +108,7 @@ def _publish_kind(
         "routing_key": routing_key,
         "now": now_param(clock),
     }
-    return Query(st.publish_many, params)
+    return Query(st.publish_many_plain if plain else st.publish_many, params)
 
 
 def _publish_many(

@@ -41,11 +41,15 @@ def held(names: Names, g: str) -> str:
 
 def born(names: Names, group_id: str, routing_key: str) -> str:
     """A new group's ``last_claimed_at``: :data:`PAUSED` when it or its routing key is paused,
-    else its key's backoff end (a past one is as good as 0: its place among those claimed)."""
+    else its key's backoff end (a past one is as good as 0: its place among those claimed).
+    Two lookups by key (an ``IN`` list would build a table for each publish)."""
+    c = names.controls
+    key = f"coalesce('key:' || {routing_key}, 'key')"
     return (
-        f"(SELECT CASE WHEN count(c.paused_at) > 0 THEN {PAUSED} "
-        f"ELSE coalesce(max(c.backoff_until), 0.0) END FROM {names.controls} AS c "
-        f"WHERE c.target IN ({_targets(group_id, routing_key)}))"
+        f"CASE WHEN EXISTS (SELECT 1 FROM {c} AS c WHERE c.target = 'group:' || {group_id} "
+        f"AND c.paused_at IS NOT NULL) THEN {PAUSED} ELSE coalesce((SELECT CASE WHEN "
+        f"c.paused_at IS NOT NULL THEN {PAUSED} ELSE c.backoff_until END FROM {c} AS c "
+        f"WHERE c.target = {key}), 0.0) END"
     )
 
 

@@ -153,8 +153,8 @@ class Statements:
         # A parked group re-enters the rotation when its park ends, as if claimed then, so
         # claims walk past it on the index instead of over it (it stays blocked meanwhile).
         self.move_group_to_park_end = positional(
-            f"UPDATE {g} SET last_claimed_at = :until WHERE group_id = :group_id "
-            f"AND last_claimed_at > {PAUSED}",
+            f"UPDATE {g} SET last_claimed_at = max(last_claimed_at, :until) "
+            f"WHERE group_id = :group_id AND last_claimed_at > {PAUSED}",
             *("until", "group_id"),
         )
         self.free = positional(
@@ -256,8 +256,8 @@ class Statements:
         )
         # Parks moved their groups to the park's end (move_group_to_park_end); back to now.
         self.return_parked_groups = named(
-            f"UPDATE {g} SET last_claimed_at = :now "
-            "WHERE last_claimed_at > :now AND (:group_id IS NULL OR group_id = :group_id)"
+            f"UPDATE {g} SET last_claimed_at = :now WHERE last_claimed_at > :now "
+            f"AND (:group_id IS NULL OR group_id = :group_id) AND NOT {held(self.names, g)}"
         )
         self.purge_messages = named(f"DELETE FROM {m} WHERE group_id = :group_id")
         self.purge_group = named(f"DELETE FROM {g} WHERE group_id = :group_id")
@@ -416,8 +416,10 @@ def _lane(names: Names, where: str, limit: str) -> str:
         # step of the due index, the claim's whole cost of scheduled messages.
         f"{probe(names)} AS due "
         f"FROM {g} AS g LEFT JOIN {m} AS m ON m.seq = {head_of(m, 'g')} "
-        # Paused groups sit before the walk's start; a held one met on the way is passed.
-        f"WHERE {where} AND g.last_claimed_at > {PAUSED} AND NOT {held(names, 'g')} "
+        # Paused groups sit before the walk's start. A group backing off sits at its backoff's
+        # end, in the future: only such a group is looked up in the controls (see flow.py).
+        f"WHERE {where} AND g.last_claimed_at > {PAUSED} "
+        f"AND (g.last_claimed_at <= :now OR NOT {held(names, 'g')}) "
         f"AND {eligible(m, 'm', 'g')} "
         f"ORDER BY {rotation('g')} LIMIT {limit}"
     )

@@ -198,3 +198,24 @@ def test_bad_arguments_are_typed_errors_and_write_nothing(
     with pytest.raises(error):
         getattr(q, call)(**kwargs)
     assert q.paused() == [] and q.limits() == {}
+
+
+def test_a_park_or_a_release_does_not_end_a_backoff_early(
+    open_queue: OpenQueue, db: str, clock: FakeClock
+) -> None:
+    q = open_queue(db, clock=clock)
+    q.publish("a", ev("a1"), routing_key="api")
+    q.publish("b", ev("b1"), routing_key="api")
+    first, second = q.claim("w", VIS), q.claim("w", VIS)
+    assert first is not None and second is not None
+    q.backoff("api", 60)
+    # The 429'd messages, parked for less than the backoff: one's park ends by itself, the
+    # other's by a release; neither is claimed before the backoff ends.
+    assert q.nack(first, delay=5) and q.nack(second, delay=5)
+    clock.advance(2)
+    assert q.release(second.group_id) == 1
+    assert drain(q) == []
+    clock.advance(8)
+    assert drain(q) == []
+    clock.advance(51)
+    assert sorted(drain(q)) == ["a1", "b1"]

@@ -74,3 +74,32 @@ def test_nothing_of_a_paused_key_is_leased_after_pause_returns(pg_url: str) -> N
         assert left[0][0] > 0  # the pause came before the backlog was drained
     finally:
         q.close()
+
+
+def test_a_producer_that_has_not_heard_of_a_pause_yet(pg_url: str) -> None:
+    """A producer told a moment ago that nothing is paused publishes the plain way: the group
+    it makes of a key paused since is held by the claims all the same, and is claimed after
+    the resume. Once its trust runs out it asks again, and groups it makes are paused ones."""
+    worker = PostgresTransport(pg_url, prefix="heard")
+    producer = PostgresTransport(pg_url, prefix="heard")
+    try:
+        producer.publish("warm", Event(kind="x"))  # heard: no pause, no backoff
+        assert producer._backend.seen.none()  # type: ignore[attr-defined]
+        worker.pause(routing_key="k")
+        producer.publish("late", Event(kind="x"), routing_key="k")
+        places = dict(sql(pg_url, "SELECT group_id, last_claimed_at FROM heard_transport_groups"))
+        assert places["late"] == 0.0  # made where a new group goes, not with the paused ones
+        lease = worker.claim("w", VIS)
+        assert lease is not None and lease.group_id == "warm" and worker.ack(lease)
+        assert worker.claim("w", VIS) is None  # held: the claims read the control rows
+        producer._backend.seen.none_until = 0.0  # type: ignore[attr-defined]  # trust ran out
+        producer.publish("later", Event(kind="x"), routing_key="k")
+        assert not producer._backend.seen.none()  # type: ignore[attr-defined]
+        places = dict(sql(pg_url, "SELECT group_id, last_claimed_at FROM heard_transport_groups"))
+        assert places["later"] == float("-inf")
+        worker.resume(routing_key="k")
+        got = {worker.claim("w", VIS).group_id for _ in range(2)}  # type: ignore[union-attr]
+        assert got == {"late", "later"}
+    finally:
+        worker.close()
+        producer.close()
