@@ -20,7 +20,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from common import Config, Row, X, fmt_ratio, med, ratios, table, verdict
+from common import DASH, Config, Row, X, fmt_ratio, med, ratios, verdict
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -106,13 +106,14 @@ def targets(w: dict[str, Any]) -> list[Row]:
 
 
 def section(w: dict[str, Any]) -> list[str]:
-    body = [[case, fmt_ratio(ratios(f["this"], f["base"]))] for case, f in w["cases"].items()]
+    each = {case: ratios(f["this"], f["base"]) for case, f in w["cases"].items()}
+    figures = "; ".join(f"{case} {med(x):.2f}{X}" for case, x in each.items())
+    spread = [r for x in each.values() for r in x]
     return [
         f"## A/B: this tree against {w['base']}",
         "",
-        "Messages a second, this tree ÷ the base, fresh processes in turns. Bars: issue 41's.",
-        "",
-        *table(["case", "ratio"], body),
+        "Messages a second, this tree ÷ the base, fresh processes in turns (bars: issue 41's):"
+        f" {figures}; every repetition within {min(spread):.2f}{DASH}{max(spread):.2f}{X}.",
         "",
     ]
 

@@ -138,7 +138,7 @@ def fmt_num(x: float) -> str:
 X = "\N{MULTIPLICATION SIGN}"
 DASH = "\N{EN DASH}"
 #: A verdict's note on a bar this project set beside an issue's own.
-BEYOND = "extra bar"
+BEYOND = "extra"
 MET, MISSED = "met", "**NOT met**"
 #: The charts of bench/charts.py, as the sections that show them name them.
 BATCH_PNG, PG_PNG = "batches.png", "pg_drains.png"
@@ -180,7 +180,7 @@ def summary(
     table ``head`` names), notes."""
     out = [f"## {title}", "", what, ""]
     if rows:
-        out += [*table(list(head or ("", f"median (min{DASH}max)", "")), rows), ""]
+        out += [*table(list(head or ("", "", "")), rows), ""]
     for line in more:
         out += [line, ""]
     return out

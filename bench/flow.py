@@ -122,13 +122,26 @@ def targets(w: dict[str, Any]) -> list[Row]:
 
 
 def section(w: dict[str, Any]) -> list[str]:
+    """A row per bar, a column per backend (:func:`targets` lists them one by one)."""
+    rows = []
+    for label, key, limit in (
+        (
+            f"beside {w['held']:,} paused groups ÷ none ≤ {BESIDE_LIMIT}{X}",
+            "ratio_beside",
+            BESIDE_LIMIT,
+        ),
+        (f"pauses and a backoff set elsewhere ÷ none ≤ {SET_LIMIT}{X}", "ratio_set", SET_LIMIT),
+    ):
+        rows.append(
+            [label]
+            + [f"{fmt_ratio(w[b][key])} {verdict(med(w[b][key]) <= limit)}" for b in BACKENDS]
+        )
     plain = ", ".join(f"{v} {med(w[k]['plain']):.0f}" for k, v in BACKENDS.items())
     return summary(
         "Flow control (issue 56)",
-        f"{w['n']:,} claim+acks of free messages beside nothing, beside {w['held']:,} groups of"
-        f" a paused key, and with pauses and a backoff set on other keys; in turns (plain µs:"
-        f" {plain}).",
-        targets(w),
+        f"{w['n']:,} claim+acks of free messages, in turns (plain µs: {plain}).",
+        rows,
+        head=("claim+ack", *BACKENDS.values()),
     )
 
 

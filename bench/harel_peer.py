@@ -174,7 +174,7 @@ def targets(w: dict[str, Any]) -> list[Row]:
     x = ratios(ours, theirs)
     # The verdict reads the repetitions' ratios (each between drains run back to back); the
     # ratio of the two medians is shown beside it, since fsync noise can part the two.
-    figures = f"{fmt_ratio(x)} (ratio of the medians: {med(ours) / med(theirs):.2f}{X})"
+    figures = f"{fmt_ratio(x)} (of the medians: {med(ours) / med(theirs):.2f}{X})"
     label = f"Drain (claim+ack) ≥ 0.95{X} harel's own SqliteTransport"
     return [(label, figures, verdict(med(x) >= 0.95))]
 

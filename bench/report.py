@@ -34,7 +34,6 @@ from common import (
     MISSED,
     Row,
     X,
-    fmt,
     fmt_ratio,
     med,
     ratios,
@@ -111,7 +110,7 @@ def _w3_rows(w: dict[str, Any]) -> dict[str, Row]:
     for v, per in w["variants"].items():
         m = per[most]
         refusals = sum(m["refusals"])
-        figures = f"{fmt_ratio(ratios(m['rate'], per['1']['rate']))}; Jain {fmt(m['jain'])}" + (
+        figures = f"{fmt_ratio(ratios(m['rate'], per['1']['rate']))}; Jain {med(m['jain']):.2f}" + (
             f"; {refusals:,} refusals" if refusals else ""
         )
         fair = "fair" if all(med(per[c]["jain"]) >= 0.9 for c in per) else "**not fair**"
@@ -129,7 +128,7 @@ def w3_section(w: dict[str, Any]) -> list[str]:
         "3. Worker processes draining one file",
         f"{w['n']:,} messages over {w['groups']} groups drained by"
         f" {', '.join(map(str, w['procs']))} processes (FULL). Per variant (`bench/procs.py`):"
-        f" {w['procs'][-1]} processes ÷ 1, Jain's index (1 fair, 1/n when one did all),"
+        f" {w['procs'][-1]} processes ÷ 1, Jain's index (median; 1 fair, 1/n when one did all),"
         " refusals (lock waits that ended in BusyError).",
         list(_w3_rows(w).values()),
         f"![throughput and fairness against worker processes]({PROCESSES_PNG})",
@@ -321,7 +320,7 @@ def _short(how: str) -> str:
     # The command's own words only: every rerun is run.py's --merge (the column's head says so).
     how = re.sub(r"bench/run\.py ?", "", how).replace(" --merge", "").lstrip("`")
     how = how.replace("`", "").replace("(harel_sa/ has uncommitted changes)", "(uncommitted)")
-    how = how.replace("--only ", "")
+    how = re.sub(r"HAREL_SA_AB_BASE=\S+ ", "", how.replace("--only ", ""))
     return re.sub(r"^(.*?) at ", lambda m: f"{m[1] or '(all)'} at ", how)
 
 
@@ -368,11 +367,10 @@ def render(r: dict[str, Any], env: dict[str, str]) -> str:
     lines = [
         "# harel_sa benchmarks",
         "",
-        "By `bench/run.py` (`--only W --merge`: one workload; `--render`: this file)."
-        " Raw figures: [results.json](results.json). A ratio: per repetition, figures"
-        f" measured back to back, median (min{DASH}max); within the spread is noise."
-        f" **baseline**: the design's SQL, plain driver. *{BEYOND}*: beside the issue's. Real"
-        " files (set up at NORMAL), a throw-away PostgreSQL.",
+        "By `bench/run.py` (`--only W --merge`: one workload; `--render`: this file); raw"
+        " figures: [results.json](results.json). A ratio: per repetition, of figures measured"
+        f" back to back, median (min{DASH}max); within the spread is noise. **baseline**: the"
+        f" design's SQL on the plain driver. *{BEYOND}*: a bar beside the issue's.",
         "",
         *_run(r, env),
         *_overview(targets(r)),
@@ -402,6 +400,4 @@ def findings(r: dict[str, Any]) -> list[str]:
         )
     if "pg" in r:
         out.append(pg_bench.says(r["pg"]))
-    if "scheduling" in r:
-        out.append(scheduling.says(r["scheduling"]))
     return [*out, ""]

@@ -227,15 +227,6 @@ def section(w: dict[str, Any]) -> list[str]:
     )
 
 
-def says(w: dict[str, Any]) -> str:
-    """What the plain-driver floor says of the keyed publish at NORMAL."""
-    floor = med(w["sqlite NORMAL"]["ratio_driver_keyed"])
-    return (
-        f"- **Keyed at NORMAL.** Plain sqlite3 pays {floor:.2f}{X} too: one more index written"
-        " and two probed, in a commit without fsync."
-    )
-
-
 def main() -> None:
     kind = sys.argv[1]
     args = [a for a in sys.argv[2:] if not a.startswith("--")]
