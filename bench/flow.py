@@ -17,29 +17,19 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from common import Config, Row, X, fmt_ratio, med, summary, verdict
 from pg_server import Server
+from scheduling import EVENT, GROUPS, claim_acks
 
-from harel_sa import Event, PostgresTransport, SqliteTransport
+from harel_sa import PostgresTransport, SqliteTransport
 
-GROUPS = 200
-EVENT = Event(kind="x")
 #: The issue's bars: a claim beside 10,000 paused groups, and limits set but not binding.
 BESIDE_LIMIT, SET_LIMIT = 1.5, 1.1
 QUEUES = ("plain", "beside", "set")
-
-
-def _claims(q: Any, n: int) -> float:
-    q.publish_many([(f"g{i % GROUPS}", EVENT) for i in range(n)])
-    start = time.perf_counter()
-    for _ in range(n):
-        q.ack(q.claim("w", 30.0))
-    return (time.perf_counter() - start) / n * 1e6
 
 
 def _prepare(name: str, q: Any, held: int) -> None:
@@ -64,7 +54,7 @@ def measure(opener: Callable[[], Any], n: int, held: int, rounds: int) -> dict[s
             turn = list(zip(QUEUES, opened, strict=True))
             turn = turn[r % 3 :] + turn[: r % 3]
             for name, q in turn:
-                out.setdefault(name, []).append(_claims(q, n))
+                out.setdefault(name, []).append(claim_acks(q, n))
     finally:
         for q in opened:
             q.close()

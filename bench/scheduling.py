@@ -42,7 +42,7 @@ PUBLISH_LIMIT, CLAIM_LIMIT = 1.3, 1.2
 EVENT = Event(kind="x")
 
 
-def _claims(q: Any, n: int) -> float:
+def claim_acks(q: Any, n: int) -> float:
     """µs per claim+ack over a backlog of ``n`` messages (published untimed first)."""
     q.publish_many([(f"g{i % GROUPS}", EVENT) for i in range(n)])
     start = time.perf_counter()
@@ -125,7 +125,7 @@ def measure(
         kinds = tuple(publishers)
         for r in range(rounds):
             for name, q in queues if r % 2 == 0 else queues[::-1]:
-                out.setdefault(name, []).append(_claims(q, n))
+                out.setdefault(name, []).append(claim_acks(q, n))
             turn = kinds[r % len(kinds) :] + kinds[: r % len(kinds)]
             for kind in turn:
                 start = time.perf_counter()
