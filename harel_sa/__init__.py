@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from harel_sa.schema import HEAD_REVISION, Names, metadata, schema_for
     from harel_sa.sqlite.aio import AsyncSqliteTransport
     from harel_sa.sqlite.transport import SqliteTransport
-    from harel_sa.worker import AsyncWorker, DeadLetter, Retry, Worker
+    from harel_sa.worker import AsyncHandlers, AsyncWorker, DeadLetter, Handlers, Retry, Worker
 
 #: Where each name that is not an error is defined (the PostgreSQL transports need the
 #: ``postgres`` extra).
@@ -75,6 +75,8 @@ _HOMES = {
     "SqliteTransport": "harel_sa.sqlite.transport",
     "AsyncWorker": "harel_sa.worker",
     "DeadLetter": "harel_sa.worker",
+    "Handlers": "harel_sa.worker",
+    "AsyncHandlers": "harel_sa.worker",
     "Retry": "harel_sa.worker",
     "Worker": "harel_sa.worker",
     "AsyncPostgresTransport": "harel_sa.postgres.aio",
@@ -103,6 +105,7 @@ __dir__ = lazy.lister(globals())
 
 __all__ = [
     "HEAD_REVISION",
+    "AsyncHandlers",
     "AsyncOutbox",
     "AsyncPostgresTransport",
     "AsyncSqliteTransport",
@@ -116,6 +119,7 @@ __all__ = [
     "DiskIOError",
     "Event",
     "ForkedError",
+    "Handlers",
     "HarelSAError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",

@@ -2,11 +2,11 @@
 new group enters the rotation), their statements, and their operations, each one transaction.
 
 A pause moves its groups to :data:`~harel_sa.flow.PAUSED_AT`, where no claim's walk goes; a
-backoff moves its key's groups to the backoff's end; a group made meanwhile (a publish, a
-promotion, a requeue) enters at the same place (:func:`born`). The claim skips whatever
-:func:`held` says, so the order of the index is what keeps the walk short and the control rows
-are what decide. Claims, publishes and these operations all take SQLite's write lock, so a
-pause is in force for every claim after it commits.
+backoff moves its key's groups to its end; a group made meanwhile (a publish, a promotion, a
+requeue) enters at the same place (:func:`born`). Claims, publishes and these operations all
+take SQLite's write lock, so the moves are exact: a claim looks at the control rows
+(:func:`held`) only for a group dated into the future, and parks and releases leave a group
+backing off where its backoff put it.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from harel_sa import lazy
 
 if TYPE_CHECKING:
     from harel_sa.worker.control import DeadLetter, HandlerControl, Retry
+    from harel_sa.worker.handlers import AsyncHandlers, Handlers
     from harel_sa.worker.observe import Observer
     from harel_sa.worker.options import (
         DEFAULT_ACK_WAIT,
@@ -34,6 +35,8 @@ _HOMES = {
     "DeadLetter": "harel_sa.worker.control",
     "HandlerControl": "harel_sa.worker.control",
     "Retry": "harel_sa.worker.control",
+    "AsyncHandlers": "harel_sa.worker.handlers",
+    "Handlers": "harel_sa.worker.handlers",
     "Observer": "harel_sa.worker.observe",
     "DEFAULT_ACK_WAIT": "harel_sa.worker.options",
     "DEFAULT_MAX_DELIVERIES": "harel_sa.worker.options",
@@ -50,10 +53,12 @@ __dir__ = lazy.lister(globals())
 __all__ = [
     "DEFAULT_ACK_WAIT",
     "DEFAULT_MAX_DELIVERIES",
+    "AsyncHandlers",
     "AsyncWorker",
     "Backoff",
     "DeadLetter",
     "HandlerControl",
+    "Handlers",
     "Observer",
     "Retry",
     "Worker",

@@ -219,3 +219,17 @@ def test_a_park_or_a_release_does_not_end_a_backoff_early(
     assert drain(q) == []
     clock.advance(51)
     assert sorted(drain(q)) == ["a1", "b1"]
+
+
+def test_a_resume_leaves_a_backoff_of_the_same_key_running(
+    open_queue: OpenQueue, db: str, clock: FakeClock
+) -> None:
+    q = open_queue(db, clock=clock)
+    q.publish("a", ev("a1"), routing_key="k")
+    q.pause(routing_key="k")
+    until = q.backoff("k", 30)
+    assert q.resume(routing_key="k") and q.paused() == []
+    assert q.limits()["k"].backoff_until == pytest.approx(until)
+    assert drain(q) == []
+    clock.advance(31)
+    assert drain(q) == ["a1"]

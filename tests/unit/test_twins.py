@@ -20,9 +20,11 @@ from typing import Any
 import pytest
 
 from harel_sa import (
+    AsyncHandlers,
     AsyncPostgresTransport,
     AsyncSqliteTransport,
     AsyncWorker,
+    Handlers,
     PostgresTransport,
     SqliteTransport,
     Worker,
@@ -84,6 +86,9 @@ TWINS = [
             ("__init__", "handler"): "the async worker awaits its handler",
         },
     ),
+    # Building the table blocks on nothing on either side; only the call (``__call__``,
+    # awaited on the async side) runs a handler.
+    Twins(Handlers, AsyncHandlers, blocking=frozenset({"__init__", "add", "on", "handler_for"})),
 ]
 
 
