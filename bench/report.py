@@ -12,6 +12,7 @@ from typing import Any
 
 import ab
 import batches
+import cli_start
 import flow
 import harel_peer
 import mechanisms
@@ -260,6 +261,7 @@ REPORTS: dict[str, tuple[Report, Report]] = {
     "outbox": (outbox.targets, outbox.section),
     "scheduling": (scheduling.targets, scheduling.section),
     "flow": (flow.targets, flow.section),
+    "start": (cli_start.targets, cli_start.section),
     "mechanisms": (mechanisms.targets, mechanisms.section),
     "ab": (ab.targets, ab.section),
     "pressure": (pressure.targets, pressure.section),

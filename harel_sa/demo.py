@@ -24,8 +24,6 @@ from queue import Empty
 from typing import Any, Literal
 
 from harel_sa.errors import BusyError
-from harel_sa.events import Event, Lease
-from harel_sa.sqlite.transport import SqliteTransport
 
 _READY_TIMEOUT = 120.0
 _BATCH = 100
@@ -116,6 +114,8 @@ def verify(expected: list[int], deliveries: Iterable[Delivery]) -> list[str]:
 
 
 def _open(config: DemoConfig) -> Any:
+    from harel_sa.sqlite.transport import SqliteTransport
+
     if config.api.split("://", 1)[0].split("+", 1)[0] in ("postgresql", "postgres"):
         # Workers on PostgreSQL claim in parallel, each process on its own connections.
         from harel_sa.postgres.transport import PostgresTransport
@@ -156,6 +156,8 @@ class _Shared:
 def producer_main(index: int, config: DemoConfig, shared: _Shared) -> None:
     """Publish the messages of groups ``index, index + producers, ...``, in batches: each
     group's in order, interleaved across the groups."""
+    from harel_sa.events import Event
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     transport = _open(config)
     counts = config.per_group()
@@ -184,6 +186,8 @@ def producer_main(index: int, config: DemoConfig, shared: _Shared) -> None:
 def worker_main(index: int, config: DemoConfig, shared: _Shared) -> None:
     """Run a :class:`~harel_sa.Worker` until the parent sets ``done``; send back what it
     delivered."""
+    from harel_sa.events import Event, Lease
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Imported here: harel-sa imports this module for every command, and only this needs it.
     from harel_sa.worker import Worker

@@ -4,7 +4,8 @@ The statements and operations of ``sqlite/`` and ``postgres/`` take these from h
 two backends cannot drift apart on them: the sentinel of a parked message, how far past a
 group's head a claim looks for a lease, the most rows one statement of a batch names, how much
 of an error a dead letter keeps, the reason a message that was delivered too often is
-dead-lettered with, and the warning a claim that dead-letters a head logs.
+dead-lettered with, and the warning a claim that dead-letters a head logs. Also the bounds and
+defaults every layer quotes, the command's help among them (which imports nothing more).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Literal
 
 log = logging.getLogger("harel_sa")
 
@@ -30,6 +32,26 @@ BATCH_MAX = 64
 
 #: The most characters of an error a dead letter keeps.
 MAX_ERROR = 2000
+
+#: The prefix of the tables when none is given.
+DEFAULT_PREFIX = "harel"
+#: The highest priority a message may have (0 is the lowest): a claim's floor has an index
+#: of its own for each priority above 0.
+MAX_PRIORITY = 4
+#: The largest ``limit``: any batch or listing larger is a caller's error, not a request.
+MAX_LIMIT = 2**31 - 1
+#: What is between a transport and the server: ``"auto"``, found at each connection's start;
+#: ``"session"``, a pooler that gives each client connection one server connection for its
+#: life (PgBouncer's ``pool_mode = session``); ``"transaction"``, one whose server connections
+#: change between transactions, whatever the start says.
+Pooler = Literal["auto", "session", "transaction"]
+POOLERS: tuple[Pooler, ...] = ("auto", "session", "transaction")
+#: A worker's ``max_deliveries`` unless told otherwise: a message is handled at most this many
+#: times, then dead-lettered (with the default backoff, about 8.5 minutes of retries).
+DEFAULT_MAX_DELIVERIES = 10
+#: A batching worker's ``ack_wait`` unless told otherwise: how long the first ack of a batch
+#: waits for the acks of other handlers still running (a few commits' time).
+DEFAULT_ACK_WAIT = 0.002
 
 
 def exhausted(deliveries: int, max_deliveries: int | None) -> str | None:

@@ -32,15 +32,12 @@ from sqlalchemy.sql.compiler import DDLCompiler
 from sqlalchemy.types import TypeEngine
 
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
-
-#: The highest priority a message may have (0 is the lowest): a claim's floor has an index
-#: of its own for each priority above 0.
-MAX_PRIORITY = 4
+from harel_sa.rules import DEFAULT_PREFIX as DEFAULT_PREFIX
+from harel_sa.rules import MAX_PRIORITY as MAX_PRIORITY
 
 #: The newest harel_sa Alembic revision; a test holds it equal to the revisions' head.
 HEAD_REVISION = "harel_sa_0009"
 
-DEFAULT_PREFIX = "harel"
 
 #: Message sequence numbers: SQLite's ``INTEGER PRIMARY KEY AUTOINCREMENT`` (a 64-bit rowid);
 #: on PostgreSQL a ``BIGINT`` identity (``INTEGER`` there is 32 bits).

@@ -20,7 +20,8 @@ from pydantic import BaseModel
 
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import Lease
-from harel_sa.schema import MAX_PRIORITY
+from harel_sa.rules import MAX_LIMIT as MAX_LIMIT  # a bound the callers quote from here
+from harel_sa.rules import MAX_PRIORITY
 
 #: The longest id an argument may give, in bytes of UTF-8: PostgreSQL's btree index entries hold
 #: at most about 2,700 bytes, and each of its indexes on ids holds one id beside a few numbers (a
@@ -28,8 +29,6 @@ from harel_sa.schema import MAX_PRIORITY
 #: could be 4,096 bytes. For arguments only: a longer id another program stored is read and
 #: claimed.
 MAX_ID_BYTES = 1024
-#: The largest ``limit``: any batch or listing larger is a caller's error, not a request.
-MAX_LIMIT = 2**31 - 1
 #: The seqs a row can have: both backends store a seq as a signed 64-bit integer.
 MIN_SEQ, MAX_SEQ = -(2**63), 2**63 - 1
 # No str this short can be over MAX_ID_BYTES (4 bytes at most per character): no measuring.

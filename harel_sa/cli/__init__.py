@@ -14,9 +14,6 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from sqlalchemy.exc import SQLAlchemyError
-
-from harel_sa import __version__
 from harel_sa.cli import db, demo, flow, queue, top, web, worker
 from harel_sa.cli.common import FAILED, INTERRUPTED, SCHEMA, USAGE, CliError
 from harel_sa.errors import (
@@ -41,6 +38,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class _Version(argparse.Action):
+    """``--version``, read from the package's metadata only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from harel_sa import __version__
+
+        print(f"harel-sa {__version__}")  # on stdout, as argparse's own version action
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="harel-sa",
@@ -48,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
         "inspect and operate a queue. Exit codes: 0 ok, 1 failed or declined, 2 bad usage "
         "or input, 3 schema not at head (run `harel-sa db upgrade`).",
     )
-    parser.add_argument("--version", action="version", version=f"harel-sa {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     demo.register(commands)
     db.register(commands)
@@ -90,12 +97,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(USAGE, str(exc))
     except HarelSAError as exc:
         return _fail(FAILED, str(exc))
-    except SQLAlchemyError as exc:
-        orig = getattr(exc, "orig", None)
-        if isinstance(orig, sqlite3.DatabaseError):
-            notadb = getattr(orig, "sqlite_errorname", "") == "SQLITE_NOTADB"
-            return _fail(USAGE if notadb else FAILED, f"{orig}")
-        return _fail(FAILED, f"{type(exc).__name__}: {exc}")
     except KeyboardInterrupt:
         return _fail(INTERRUPTED, "interrupted")
     except BrokenPipeError:
@@ -112,9 +113,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             exc = missing_extra(f"harel-sa {args.command}", extra, exc.name)
         return _fail(USAGE, str(exc))
     except Exception as exc:
+        if _from_sqlalchemy(exc):
+            orig = getattr(exc, "orig", None)
+            if isinstance(orig, sqlite3.DatabaseError):
+                notadb = getattr(orig, "sqlite_errorname", "") == "SQLITE_NOTADB"
+                return _fail(USAGE if notadb else FAILED, f"{orig}")
+            return _fail(FAILED, f"{type(exc).__name__}: {exc}")
         if args.debug:
             raise
         return _fail(FAILED, f"unexpected {type(exc).__name__}: {exc} (--debug shows more)")
+
+
+def _from_sqlalchemy(exc: Exception) -> bool:
+    """Whether ``exc`` is SQLAlchemy's (only a command that imported it can raise one: the
+    parser does not import it)."""
+    errors = sys.modules.get("sqlalchemy.exc")
+    return errors is not None and isinstance(exc, errors.SQLAlchemyError)
 
 
 def _fail(code: int, message: str) -> int:

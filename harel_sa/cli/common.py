@@ -15,18 +15,16 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from sqlalchemy import make_url
-from sqlalchemy.exc import ArgumentError
-
-from harel_sa import Names, SchemaError, SqliteTransport
 from harel_sa.cli.progress import isatty
-from harel_sa.postgres.connect import Pooler, is_postgresql
-from harel_sa.redact import display
-from harel_sa.revision_state import State
-from harel_sa.sqlite.connection import read_only_url
-from harel_sa.sqlite.startup import read_target
+from harel_sa.errors import SchemaError
+from harel_sa.rules import DEFAULT_PREFIX, Pooler
+
+# What a command runs on, imported when it runs: the parser (and ``--help``) needs none of it.
+if TYPE_CHECKING:
+    from harel_sa import SqliteTransport
+    from harel_sa.revision_state import State
 
 OK, FAILED, USAGE, SCHEMA, INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -55,6 +53,8 @@ class Target:
     def shown(self) -> str:
         """The database as messages, logs and JSON name it: a path as given, a URL with every
         credential masked (:func:`~harel_sa.redact.display`)."""
+        from harel_sa.redact import display
+
         return display(self.api) if self.is_url else self.api
 
     @property
@@ -77,12 +77,17 @@ class Target:
         kwargs.setdefault("create_schema", False)
         if not kwargs["create_schema"]:
             self.require_queue()
+        from harel_sa import SqliteTransport
+        from harel_sa.sqlite.connection import read_only_url
+
         where = read_only_url(self.api) if read_only else self.api
         return SqliteTransport(where, prefix=self.prefix, **kwargs)
 
     def require_queue(self, version_table: str | None = None) -> State:
         """This prefix's :class:`~harel_sa.revision_state.State`, read-only; ``SchemaError``
         unless ok."""
+        from harel_sa.sqlite.startup import read_target
+
         found = read_target(self.api, prefix=self.prefix, version_table=version_table)
         problem = found.problem(self.flag)
         if problem is not None:
@@ -107,7 +112,7 @@ def add_db_options(parser: argparse.ArgumentParser, *, default_db: str | None = 
 
 def add_prefix_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--prefix", default=Names().prefix, help="the table prefix (default: %(default)s)"
+        "--prefix", default=DEFAULT_PREFIX, help="the table prefix (default: %(default)s)"
     )
 
 
@@ -137,6 +142,8 @@ def target(args: argparse.Namespace, *, must_exist: bool) -> Target:
 def queue_target(args: argparse.Namespace, *, must_exist: bool) -> Target:
     """:func:`target`, or a PostgreSQL database for a ``postgresql://`` ``--url`` (nothing on
     disk to check: the transport checks the schema when it opens)."""
+    from harel_sa.postgres.connect import is_postgresql
+
     if is_postgresql(args.url):
         return Target(args.url, None, prefix(args.prefix), is_url=True)
     return target(args, must_exist=must_exist)
@@ -154,6 +161,8 @@ def open_queue(
     ``pooler``), its schema checked (or, with ``create_schema``, brought to head), its events
     decoded as ``event_type`` (``None``: :class:`~harel_sa.Event`). ``read_only``: SQLite's
     file opened ``mode=ro``, PostgreSQL's transactions read-only."""
+    from harel_sa.postgres.connect import is_postgresql
+
     typed: dict[str, Any] = {} if event_type is None else {"event_type": event_type}
     if t.path is None and is_postgresql(t.api):
         from harel_sa import ConnectionLostError, PostgresTransport
@@ -195,6 +204,8 @@ def server_errors(t: Target) -> Iterator[None]:
 
 def prefix(value: str) -> str:
     """A valid table prefix, or a usage error."""
+    from harel_sa.schema import Names
+
     try:
         return Names(value).prefix
     except ValueError as exc:
@@ -203,6 +214,11 @@ def prefix(value: str) -> str:
 
 def _url_path(url: str) -> str | None:
     # ``url`` may be a conninfo string or a URL with a password: messages show it masked.
+    from sqlalchemy import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from harel_sa.redact import display
+
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as exc:  # a bad port is a ValueError

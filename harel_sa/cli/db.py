@@ -32,10 +32,6 @@ from harel_sa.cli.common import (
     table,
     target,
 )
-from harel_sa.postgres.connect import is_postgresql
-from harel_sa.revision_state import PIPELINE
-from harel_sa.schema import HEAD_REVISION
-from harel_sa.sqlite.startup import read_target
 
 if TYPE_CHECKING:
     from harel_sa.revision_state import State
@@ -148,12 +144,17 @@ def _alembic() -> Iterator[None]:
 def _target(args: argparse.Namespace, *, must_exist: bool) -> Target:
     """``--db``/``--url`` as :func:`~harel_sa.cli.common.target` checks it; a
     ``postgresql://`` URL names a database on a server (nothing to check on disk)."""
+    from harel_sa.postgres.connect import is_postgresql
+
     if args.url and is_postgresql(args.url):
         return Target(args.url, None, prefix(args.prefix), is_url=True)
     return target(args, must_exist=must_exist)
 
 
 def _state(t: Target, version_table: str | None = None) -> State:
+    from harel_sa.postgres.connect import is_postgresql
+    from harel_sa.sqlite.startup import read_target
+
     if t.path is None and is_postgresql(t.api):
         from harel_sa.postgres.connect import read_state
 
@@ -167,6 +168,8 @@ def _revisions(revisions: tuple[str, ...] | list[str]) -> str:
 
 
 def _json(s: State, t: Target) -> dict[str, Any]:
+    from harel_sa.schema import HEAD_REVISION
+
     record = s.record
     return {
         "prefix": s.names.prefix,
@@ -225,6 +228,8 @@ def _moved(t: Target, args: argparse.Namespace, before: State, verb: str, wanted
 
 
 def _refuse_integrated(s: State, t: Target, what: str) -> None:
+    from harel_sa.revision_state import PIPELINE
+
     if s.integrated and not any(r.own for r in s.records):
         raise CliError(
             f"prefix {t.prefix}'s revision is kept by your Alembic history "

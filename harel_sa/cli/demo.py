@@ -15,7 +15,7 @@ import argparse
 import os
 from contextlib import closing
 
-from harel_sa import Names, demo
+from harel_sa import demo
 from harel_sa.cli.common import (
     FAILED,
     OK,
@@ -31,9 +31,6 @@ from harel_sa.cli.common import (
     table,
 )
 from harel_sa.cli.progress import ProgressBar
-from harel_sa.postgres.connect import is_postgresql
-from harel_sa.redact import display
-from harel_sa.sqlite.connection import connect_read_only
 
 DEFAULT_DB = "harel-demo.db"
 _TABLES = (
@@ -114,6 +111,8 @@ def _positive(text: str) -> int:
 def _prepare(t: Target, fresh: bool, yes: bool) -> None:
     """Make the database ready: at head, the prefix's queue empty (emptied first with
     ``--fresh``); one that holds other tables is refused unless ``yes``."""
+    from harel_sa.schema import Names
+
     names = Names(t.prefix)
     others = sorted(_tables(t) - {*names.tables, names.version_table})
     if others and not yes:
@@ -139,6 +138,9 @@ def _prepare(t: Target, fresh: bool, yes: bool) -> None:
 
 def _tables(t: Target) -> set[str]:
     """The tables the database holds (for PostgreSQL, in its search path's first schema)."""
+    from harel_sa.postgres.connect import is_postgresql
+    from harel_sa.sqlite.connection import connect_read_only
+
     if is_postgresql(t.api):
         import psycopg
 
@@ -188,6 +190,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _config_json(c: demo.DemoConfig) -> dict[str, object]:
+    from harel_sa.postgres.connect import is_postgresql
+    from harel_sa.redact import display
+
     return {
         "database": display(c.api),
         "prefix": c.prefix,
@@ -201,10 +206,14 @@ def _config_json(c: demo.DemoConfig) -> dict[str, object]:
 
 def _durability(c: demo.DemoConfig) -> str:
     """SQLite's durability setting, as the header names it (PostgreSQL has none of its own)."""
+    from harel_sa.postgres.connect import is_postgresql
+
     return "" if is_postgresql(c.api) else f", synchronous={c.synchronous}"
 
 
 def _text(c: demo.DemoConfig, r: demo.DemoReport) -> str:
+    from harel_sa.redact import display
+
     total = max(sum(r.shares.values()), 1)
     shares = table(
         ["worker", "messages", "share"],

@@ -15,9 +15,8 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harel_sa import DeadMessage, QueuedMessage, Stats
 from harel_sa.cli.common import (
     FAILED,
     OK,
@@ -44,6 +43,9 @@ from harel_sa.cli.format import (
     shorten,
     utc_time,
 )
+
+if TYPE_CHECKING:
+    from harel_sa.models import DeadMessage, QueuedMessage, Stats
 
 _DATA_WIDTH = 40
 _ERROR_WIDTH = 60

@@ -14,12 +14,14 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from harel_sa import Stats
 from harel_sa.cli.common import OK, Commands, add_db_options, open_queue, queue_target
 from harel_sa.cli.format import age, cleanup_rows, held_rows, utc_time
 from harel_sa.cli.progress import isatty
+
+if TYPE_CHECKING:
+    from harel_sa.models import Stats
 
 
 def register(commands: Commands) -> None:
@@ -52,6 +54,7 @@ class Window:
     """The snapshots of the last ``seconds``, for rates."""
 
     def __init__(self, seconds: float) -> None:
+
         self.seconds = seconds
         self._seen: deque[tuple[float, Stats]] = deque()
 
@@ -69,6 +72,7 @@ class Window:
 
 
 def cmd_top(args: argparse.Namespace) -> int:
+
     t = queue_target(args, must_exist=True)
     out = sys.stdout
     live = not args.plain and isatty(out)

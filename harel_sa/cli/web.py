@@ -15,9 +15,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import make_url
-from sqlalchemy.exc import ArgumentError
-
 from harel_sa.cli.common import (
     FAILED,
     OK,
@@ -28,7 +25,6 @@ from harel_sa.cli.common import (
     open_queue,
     queue_target,
 )
-from harel_sa.redact import MASK
 
 TOKEN_VARIABLE = "HAREL_SA_WEB_TOKEN"
 #: The shortest token accepted: a guessable one would open the queue to any local program.
@@ -101,6 +97,11 @@ def _where(args: argparse.Namespace) -> Target:
 def redactor(api: str) -> Callable[[str], str]:
     """A function that masks the database ``api``'s passwords (``user:pw@``, ``?password=``,
     ``?sslpassword=``) wherever they appear in a text (an error the page or log shows)."""
+    from sqlalchemy import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from harel_sa.redact import MASK
+
     secrets: list[str] = []
     try:
         url = make_url(api) if "://" in api else None
@@ -113,6 +114,7 @@ def redactor(api: str) -> Callable[[str], str]:
                 secrets += [value] if isinstance(value, str) else list(value)
 
     def redact(text: str) -> str:
+
         for secret in sorted(filter(None, secrets), key=len, reverse=True):
             text = text.replace(secret, MASK)
         return text

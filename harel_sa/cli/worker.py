@@ -12,7 +12,6 @@ path or option, 3 when the database is not at head.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import logging
 import os
@@ -26,11 +25,14 @@ import harel_sa
 from harel_sa.cli import logs
 from harel_sa.cli.common import OK, CliError, Commands, Target, open_queue, queue_target
 from harel_sa.lazy import missing_extra
-from harel_sa.postgres.connect import POOLERS, Pooler, is_postgresql
-from harel_sa.schema import MAX_PRIORITY
-from harel_sa.validate import MAX_LIMIT
-from harel_sa.worker import DEFAULT_ACK_WAIT, DEFAULT_MAX_DELIVERIES
-from harel_sa.worker.options import check_handler, is_async
+from harel_sa.rules import (
+    DEFAULT_ACK_WAIT,
+    DEFAULT_MAX_DELIVERIES,
+    MAX_LIMIT,
+    MAX_PRIORITY,
+    POOLERS,
+    Pooler,
+)
 
 if TYPE_CHECKING:
     from harel_sa.worker import WorkerStats
@@ -304,6 +306,8 @@ def load_event_type(path: str, debug: bool = False) -> type[Any]:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from harel_sa.worker.options import check_handler, is_async
+
     given = settings(args)
     logs.configure(given["log_level"], given["log_format"])
     handler = load(args.handler, args.debug)
@@ -336,6 +340,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
             options["observer"] = _metrics(t, given, stack)
         if is_async(handler):
             log.info("handler %s is async: running an AsyncWorker", args.handler)
+            import asyncio
+
             asyncio.run(_run_async(t, given["pooler"], handler, options, run, event_type))
         else:
             with open_queue(t, pooler=given["pooler"], event_type=event_type) as queue:
@@ -351,6 +357,8 @@ async def _run_async(
     run: dict[str, Any],
     event_type: type[Any] | None,
 ) -> WorkerStats:
+    from harel_sa.postgres.connect import is_postgresql
+
     queue: Any
     typed: dict[str, Any] = {} if event_type is None else {"event_type": event_type}
     if t.path is None and is_postgresql(t.api):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
@@ -10,6 +10,8 @@ from sqlalchemy.exc import ArgumentError
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.redact import display as display  # the name the transports and the CLI use
 from harel_sa.revision_state import State, read
+from harel_sa.rules import POOLERS as POOLERS
+from harel_sa.rules import Pooler as Pooler
 from harel_sa.schema import DEFAULT_PREFIX, Names
 
 #: The SQLAlchemy drivers whose URLs name a database psycopg can open as they are.
@@ -20,14 +22,6 @@ DRIVERS = ("", "psycopg", "psycopg2", "psycopg_async", "asyncpg", "pg8000")
 #: over the URL's options, PGCLIENTENCODING and the database's default): an event's JSON may
 #: hold any character, and with SQL_ASCII psycopg reads texts as bytes.
 CLIENT_ENCODING = "UTF8"
-
-
-#: What is between a transport and the server: ``"auto"``, found at each connection's start
-#: (:func:`direct`); ``"session"``, a pooler that gives each client connection one server
-#: connection for its life (PgBouncer's ``pool_mode = session``); ``"transaction"``, one whose
-#: server connections change between transactions, whatever the start says.
-Pooler = Literal["auto", "session", "transaction"]
-POOLERS: tuple[Pooler, ...] = ("auto", "session", "transaction")
 
 
 def checked_pooler(value: object) -> Pooler:

@@ -18,15 +18,9 @@ from typing import Any, TypedDict
 from harel_sa import validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.periodic import Periodic, schedules
+from harel_sa.rules import DEFAULT_ACK_WAIT as DEFAULT_ACK_WAIT
+from harel_sa.rules import DEFAULT_MAX_DELIVERIES as DEFAULT_MAX_DELIVERIES
 from harel_sa.worker.observe import Observer
-
-#: A worker's ``max_deliveries`` unless told otherwise: a message is handled at most this many
-#: times, then dead-lettered (with the default backoff, about 8.5 minutes of retries).
-DEFAULT_MAX_DELIVERIES = 10
-
-#: A batching worker's ``ack_wait`` unless told otherwise: how long the first ack of a batch
-#: waits for the acks of other handlers still running (a few commits' time).
-DEFAULT_ACK_WAIT = 0.002
 
 
 @dataclass(frozen=True, slots=True)
