@@ -77,6 +77,9 @@ class Stats(_Frozen):
     #: Messages published for later and not yet due (or due, awaiting the next claim): not
     #: counted in ``messages``.
     scheduled: int = 0
+    #: When the first scheduled message is due (epoch seconds, the database's clock); ``None``
+    #: when none is scheduled.
+    next_due: float | None = None
     #: PostgreSQL: rows of the prefix's tables deleted or updated and not yet removed by
     #: VACUUM (the server's statistics, seconds behind); ``None`` on SQLite.
     dead_rows: int | None = None

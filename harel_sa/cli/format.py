@@ -84,6 +84,15 @@ def event_json(event: str) -> dict[str, Any]:
     return {"event": value} if value is not None else {"event": None, "event_text": event}
 
 
+def due_rows(s: Any) -> list[tuple[str, str]]:
+    """When the first scheduled message is due (a :class:`~harel_sa.Stats`'), as a (label,
+    value) row; none when nothing is scheduled."""
+    if s.next_due is None:
+        return []
+    wait = s.next_due - s.now
+    return [("next due", "now" if wait <= 0 else f"in {age(wait)}")]
+
+
 def held(routing_key: str | None, group_id: str | None) -> str:
     """What a pause or a backoff holds, in words."""
     if group_id is not None:

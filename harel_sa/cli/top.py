@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from harel_sa.cli.common import OK, Commands, add_db_options, open_queue, queue_target
-from harel_sa.cli.format import age, cleanup_rows, held_rows, utc_time
+from harel_sa.cli.format import age, cleanup_rows, due_rows, held_rows, utc_time
 from harel_sa.cli.progress import isatty
 
 if TYPE_CHECKING:
@@ -131,6 +131,7 @@ def rows(s: Stats, rates: Rates | None) -> list[tuple[str, str]]:
         ("parked", str(s.parked)),
         ("dead", str(s.dead)),
         ("scheduled", str(s.scheduled)),
+        *due_rows(s),
         ("groups", str(s.groups)),
         ("in" + window, _rate(rates, "published")),
         ("out" + window, _rate(rates, "settled")),

@@ -27,7 +27,7 @@ def _stats(st: Statements, clock: ClockOrServer) -> Program[Statement, Stats]:
     messages, in_flight, parked, now = (yield Query(st.counts, at)).one()
     oldest = (yield Query(st.oldest, {})).rows
     ready = (yield Query(st.oldest_ready, at)).rows
-    scheduled = (yield Query(st.scheduling.scheduled_count, {})).one()[0]
+    scheduled, next_due = (yield Query(st.scheduling.scheduled_count, {})).one()
     stats = rows.stats(
         rows.as_is,
         now=now,
@@ -48,6 +48,7 @@ def _stats(st: Statements, clock: ClockOrServer) -> Program[Statement, Stats]:
         update={
             "paused": paused,
             "limits": limits,
+            "next_due": next_due,
             "scheduled": int(scheduled),
             "dead_rows": int(dead_rows),
             "oldest_transaction_age": oldest_transaction,

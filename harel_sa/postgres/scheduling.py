@@ -114,7 +114,7 @@ class SchedulingStatements:
             "JOIN g USING (group_id) ORDER BY d.due_at, d.seq RETURNING 1) "
             "SELECT count(*) FROM moved"
         )
-        self.scheduled_count = positional(f"SELECT count(*) FROM {s}")
+        self.scheduled_count = positional(f"SELECT count(*), min(due_at) FROM {s}")
         self.purge = positional(f"DELETE FROM {s} WHERE group_id = :group_id")
         self.peek = positional(
             f"SELECT seq, group_id, event, due_at, message_key FROM {s} "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from typing import Any
 
 from harel_sa import rows
 from harel_sa.models import DeadMessage, QueuedMessage, Stats
@@ -38,15 +39,16 @@ def stats(conn: sqlite3.Connection, statements: Statements, clock: Clock) -> Sta
             by_worker=conn.execute(statements.by_worker, {"now": now}),
         ).model_copy(
             update={
-                "scheduled": _scheduled(conn, statements),
+                **_scheduled(conn, statements),
                 "paused": flow.read_paused(conn, statements.flow),
                 "limits": flow.read_limits(conn, statements.flow, now),
             }
         )
 
 
-def _scheduled(conn: sqlite3.Connection, statements: Statements) -> int:
-    return int(conn.execute(statements.scheduling.scheduled_count).fetchone()[0])
+def _scheduled(conn: sqlite3.Connection, statements: Statements) -> dict[str, Any]:
+    count, first = conn.execute(statements.scheduling.scheduled_count).fetchone()
+    return {"scheduled": int(count), "next_due": None if first is None else float(first)}
 
 
 def _published(conn: sqlite3.Connection, statements: Statements) -> int:

@@ -84,7 +84,11 @@ class SchedulingStatements:
             f"SELECT group_id, event, :now, message_key {due_order}"
         )
         self.promote_delete = named(f"DELETE FROM {s} WHERE due_at <= :now")
-        self.scheduled_count = named(f"SELECT count(*) FROM {s}")
+        # How many wait, and when the first is due (a number, whatever another program wrote).
+        self.scheduled_count = named(
+            "SELECT count(*), min(CASE WHEN typeof(due_at) IN ('integer', 'real') "
+            f"THEN due_at END) FROM {s}"
+        )
         self.purge = named(f"DELETE FROM {s} WHERE group_id = :group_id")
         self.peek = named(
             f"SELECT seq, CAST(group_id AS BLOB), CAST(event AS BLOB), due_at, "

@@ -12,7 +12,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel_sa.cli.format import age, cleanup_rows, decoded, held, kind_of, utc_time
+from harel_sa.cli.format import (
+    age,
+    cleanup_rows,
+    decoded,
+    due_rows,
+    held,
+    kind_of,
+    utc_time,
+)
 from harel_sa.cli.top import Rates, Window
 
 #: The oldest messages read to sum up the groups (a larger queue shows the groups of these).
@@ -97,6 +105,7 @@ class Reader:
                 ("parked", str(stats.parked)),
                 ("dead", str(stats.dead)),
                 ("scheduled", str(stats.scheduled)),
+                *due_rows(stats),
                 ("groups", str(stats.groups)),
                 ("oldest age", age(stats.oldest_age)),
                 ("oldest ready", age(stats.oldest_ready_age)),

@@ -68,3 +68,12 @@ def test_bad_input_is_refused_and_writes_nothing(cli: Cli, tmp_path: Path, args:
     assert done.returncode == 2, done.stdout + done.stderr
     with opened("sqlite", ["--db", db]) as q:
         assert q.paused() == [] and q.limits() == {}
+
+
+def test_stats_says_when_the_next_scheduled_message_is_due(cli: Cli, tmp_path: Path) -> None:
+    db = str(tmp_path / "q.db")
+    with opened("sqlite", ["--db", db]) as q:
+        q.publish("g", Event(kind="a"), delay=7200)
+    text = cli("stats", "--db", db).stdout
+    assert "scheduled     1" in text and "next due      in 1h59m" in text
+    assert as_json(cli("stats", "--db", db, "--json"))["next_due"] is not None

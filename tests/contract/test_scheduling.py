@@ -288,3 +288,17 @@ def test_peek_shows_each_messages_key(open_queue: OpenQueue, db: str, clock: Fak
     lease = q.claim("w", VIS)
     assert lease is not None
     assert [(m.state, m.key) for m in q.peek()] == [("leased", "Q")]  # in flight, its key
+
+
+def test_stats_say_when_the_first_scheduled_message_is_due(
+    open_queue: OpenQueue, db: str, clock: FakeClock
+) -> None:
+    q = open_queue(db, clock=clock)
+    assert q.stats().next_due is None
+    q.publish("g", ev("later"), delay=50)
+    q.publish("h", ev("sooner"), delay=20)
+    s = q.stats()
+    assert s.scheduled == 2 and s.next_due == pytest.approx(clock.now + 20)
+    clock.advance(21)
+    assert drain(q) == ["sooner"]
+    assert q.stats().next_due == pytest.approx(clock.now + 29)

@@ -13,6 +13,7 @@ with warnings.catch_warnings():  # Starlette 1.x would rather have httpx2; eithe
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
+from harel_sa import Event
 from harel_sa.cli.common import Target
 from harel_sa.cli.web import app_for, redactor
 from harel_sa.redact import display
@@ -201,3 +202,13 @@ def test_pausing_is_refused_without_writes_or_the_token(queue: Queue) -> None:
     )
     assert wrong.status_code == 403
     assert state(queue) == before
+
+
+def test_the_page_says_when_the_next_scheduled_message_is_due(queue: Queue) -> None:
+    c = client(queue, writes=False)
+    assert "next due" not in c.get("/").text  # nothing scheduled
+    with queue.open() as q:
+        q.publish("later-1", Event(kind="reminder"), delay=7200)
+    html = c.get("/").text
+    assert '<th>scheduled</th><td class="n">1</td>' in html
+    assert '<th>next due</th><td class="n">in 1h59m</td>' in html
