@@ -208,6 +208,11 @@ def _stats_text(s: Stats) -> str:
 def cmd_peek(args: argparse.Namespace) -> int:
     with _opened(args, read_only=True) as q:
         messages = q.peek(args.group, args.limit, scheduled=True)
+        # A full page may hide more: count them (up to _COUNT_LIMIT), for the text's last line.
+        more = 0
+        if len(messages) == args.limit:
+            more = len(q.peek(args.group, args.limit + _COUNT_LIMIT + 1, scheduled=True))
+            more -= len(messages)
     keyed = any(m.key is not None for m in messages)  # a key column only when one has a key
     rows = [
         (
@@ -228,6 +233,9 @@ def cmd_peek(args: argparse.Namespace) -> int:
     last = "event" if args.full else "data"
     head = ["seq", "group", *(["key"] if keyed else []), "state", "deliveries", "until"]
     text = table([*head, "worker", "kind", last], rows)
+    if more:
+        count = f"over {_COUNT_LIMIT:,}" if more > _COUNT_LIMIT else f"{more:,}"
+        text += f"\n… and {count} more (--limit N shows more)"
     emit(args, [_queued_json(m) for m in messages], text if rows else "(no messages)")
     return OK
 

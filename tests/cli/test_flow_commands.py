@@ -77,3 +77,14 @@ def test_stats_says_when_the_next_scheduled_message_is_due(cli: Cli, tmp_path: P
     text = cli("stats", "--db", db).stdout
     assert "scheduled     1" in text and "next due      in 1h59m" in text
     assert as_json(cli("stats", "--db", db, "--json"))["next_due"] is not None
+
+
+def test_peek_says_how_many_it_leaves_out(cli: Cli, tmp_path: Path) -> None:
+    db = str(tmp_path / "q.db")
+    with opened("sqlite", ["--db", db]) as q:
+        q.publish_many([(f"g{n}", Event(kind="a")) for n in range(5)])
+        q.publish("later", Event(kind="b"), delay=60)
+    lines = cli("peek", "--db", db, "--limit", "2").stdout.splitlines()
+    assert len(lines) == 4 and lines[-1] == "… and 4 more (--limit N shows more)"
+    assert "more" not in cli("peek", "--db", db, "--limit", "6").stdout
+    assert len(as_json(cli("peek", "--db", db, "--limit", "2", "--json"))) == 2
