@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from harel_sa.web import actions
 from harel_sa.web.guard import Guard, Secret, authorities
-from harel_sa.web.view import Reader
+from harel_sa.web.view import Reader, group_page
 
 HERE = Path(__file__).parent
 #: The largest form accepted (an action's fields and a token).
@@ -98,6 +98,23 @@ def create_app(
         )
         return HTMLResponse(html, headers=HEADERS)
 
+    async def group(request: Request) -> Response:
+        if (no := refused(request)) is not None:
+            return no
+        group_id = request.query_params.get("id")
+        if group_id is None:
+            return render("message.html", 400, heading="Which group?", text="give ?id=GROUP")
+        try:
+            found = await run_in_threadpool(read, lambda q: group_page(q, group_id))
+        except Exception as exc:
+            return failed(exc)
+        return HTMLResponse(
+            templates.get_template("group.html").render(
+                title=title, writes=guard.writes, refresh=refresh, g=found
+            ),
+            headers=HEADERS,
+        )
+
     async def css(request: Request) -> Response:
         if (no := refused(request)) is not None:
             return no
@@ -154,6 +171,7 @@ def create_app(
     return Starlette(
         routes=[
             Route("/", page, methods=["GET"]),
+            Route("/group", group, methods=["GET"]),
             Route("/style.css", css, methods=["GET"]),
             Route("/confirm", confirm, methods=["GET"]),
             Route("/action", act, methods=["POST"]),

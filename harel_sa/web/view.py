@@ -27,6 +27,33 @@ from harel_sa.cli.top import Rates, Window
 SCAN = 5000
 #: The dead letters shown (oldest first).
 DEAD_SHOWN = 100
+#: The messages a group's page shows (head first).
+GROUP_SHOWN = 200
+
+
+@dataclass
+class Message:
+    """One message of a group's page, as strings."""
+
+    seq: int
+    state: str
+    deliveries: int
+    until: str
+    worker: str
+    kind: str
+    event: str
+
+
+@dataclass
+class GroupPage:
+    """One group's messages, head first (scheduled ones after), and whether it is paused."""
+
+    now: str
+    group_id: str
+    messages: list[Message]
+    cut: bool
+    paused: bool
+    parked: int
 
 
 @dataclass
@@ -188,3 +215,38 @@ def pretty(event: str) -> str:
     """A stored event indented for reading (as stored when it is not JSON)."""
     value = decoded(event)
     return event if value is None else json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def group_page(q: Any, group_id: str) -> GroupPage:
+    """``group_id``'s page: its messages as ``harel-sa peek --group`` reads them."""
+    found = q.peek(group_id, GROUP_SHOWN + 1, scheduled=True)
+    stats_now = q.stats().now
+    messages = [
+        Message(
+            m.seq,
+            m.state,
+            m.deliveries,
+            _until(m, stats_now),
+            (m.locked_by or "-").split("#", 1)[0] if m.state == "leased" else "-",
+            kind_of(m.event),
+            pretty(m.event),
+        )
+        for m in found[:GROUP_SHOWN]
+    ]
+    paused = any(p.group_id == group_id for p in q.paused())
+    return GroupPage(
+        utc_time(stats_now),
+        group_id,
+        messages,
+        len(found) > GROUP_SHOWN,
+        paused,
+        sum(m.state == "parked" for m in messages),
+    )
+
+
+def _until(m: Any, now: float) -> str:
+    """When a lease, park or schedule ends, from now; ``-`` for a ready message."""
+    at = m.due_at if m.state == "scheduled" else m.lock_expiry
+    if m.state == "ready" or at is None:
+        return "-"
+    return f"in {age(max(at - now, 0.0))}"

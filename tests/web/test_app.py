@@ -4,6 +4,7 @@ from another origin or Host (nothing changed), done with the token."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Any
 
@@ -212,3 +213,33 @@ def test_the_page_says_when_the_next_scheduled_message_is_due(queue: Queue) -> N
     html = c.get("/").text
     assert '<th>scheduled</th><td class="n">1</td>' in html
     assert '<th>next due</th><td class="n">in 1h59m</td>' in html
+
+
+def test_a_groups_own_page_lists_its_messages_head_first(queue: Queue) -> None:
+    c = client(queue, writes=False)
+    assert '<a href="/group?id=orders-1042">orders-1042</a>' in c.get("/").text
+    page = c.get("/group", params={"id": "orders-1042"})
+    assert page.status_code == 200 and "script-src" not in page.headers["content-security-policy"]
+    rows = re.findall(r'<tr id="message-(\d+)"><td class="n">\d+</td><td>(\w+)</td>', page.text)
+    assert [state for _, state in rows] == ["leased", "ready", "ready"]  # the head leased
+    assert "<td>billing-1</td>" in page.text
+    assert [int(seq) for seq, _ in rows] == sorted(int(seq) for seq, _ in rows)
+    assert "/confirm" not in page.text  # read-only: no action
+    hostile = c.get("/group", params={"id": HOSTILE_GROUP}).text
+    assert HOSTILE_GROUP not in hostile and "&lt;script&gt;" in hostile
+    assert c.get("/group").status_code == 400
+    assert "no messages" in c.get("/group", params={"id": "nobody"}).text
+
+
+def test_a_groups_page_offers_its_actions_with_writes(queue: Queue) -> None:
+    c = client(queue, writes=True)
+    page = c.get("/group", params={"id": HOSTILE_PARKED}).text
+    assert "action=release" in page and "action=pause" in page and "action=purge-group" in page
+    assert (
+        c.post(
+            "/action", data={"action": "pause", "group": "orders-1042", "token": TOKEN}
+        ).status_code
+        == 200
+    )
+    page = c.get("/group", params={"id": "orders-1042"}).text
+    assert "(paused)" in page and "action=resume" in page

@@ -115,8 +115,12 @@ def test_a_group_paused_and_resumed_in_the_page(queue: Queue, serve: Any, browse
     server = serve([*queue.args, "--allow-writes"], {"HAREL_SA_WEB_TOKEN": TOKEN})
     browser.get(server.url)
     assert "nothing is paused" in browser.find_element(By.ID, "held").text
-    row = browser.find_element(By.XPATH, "//section[@id='groups']//tr[td='orders-1042']")
-    row.find_element(By.LINK_TEXT, "pause").click()
+    browser.find_element(By.LINK_TEXT, "orders-1042").click()  # the group's own page
+    group = shown(browser, "group")
+    assert "Group orders-1042" in group and "leased" in group and "billing-1" in group
+    if queue.backend == "sqlite":
+        screenshot(browser, "web-group.png")
+    browser.find_element(By.ID, "group").find_element(By.LINK_TEXT, "pause").click()
     assert shown(browser, "heading") == "Pause?"
     browser.find_element(By.ID, "token").send_keys(TOKEN)
     browser.find_element(By.ID, "confirm").click()
