@@ -22,6 +22,7 @@ from harel_sa.cli.format import (
     utc_time,
 )
 from harel_sa.cli.top import Rates, Window
+from harel_sa.web.chart import Chart, History
 
 #: The oldest messages read to sum up the groups (a larger queue shows the groups of these).
 SCAN = 5000
@@ -97,6 +98,8 @@ class Snapshot:
     keys: list[tuple[str, int, int, bool]] = field(default_factory=list)
     #: Pauses and backoffs: (what, until or since, the group or key a resume names).
     held: list[Held] = field(default_factory=list)
+    #: The backlog and the rate out over the last minutes (from the second reading on).
+    chart: Chart | None = None
 
 
 @dataclass
@@ -114,6 +117,7 @@ class Reader:
 
     def __init__(self, window: float = 60.0) -> None:
         self._window = Window(window)
+        self._history = History()
         self._lock = threading.Lock()
 
     def read(self, q: Any) -> Snapshot:
@@ -121,7 +125,10 @@ class Reader:
         messages = q.peek(None, SCAN + 1)
         dead = q.dead(None, None, DEAD_SHOWN)
         with self._lock:
-            rates = self._window.add(time.monotonic(), stats)
+            when = time.monotonic()
+            rates = self._window.add(when, stats)
+            self._history.add(when, stats.ready, None if rates is None else rates.settled)
+            chart = self._history.chart()
         paused = {(p.group_id, p.routing_key) for p in stats.paused}
         return Snapshot(
             now=utc_time(stats.now),
@@ -140,6 +147,7 @@ class Reader:
                 *cleanup_rows(stats.dead_rows, stats.oldest_transaction_age),
             ],
             rates=_rates(rates),
+            chart=chart,
             groups=groups(messages[:SCAN], stats.now),
             groups_cut=len(messages) > SCAN,
             workers=sorted(stats.leases_by_worker.items()),

@@ -243,3 +243,15 @@ def test_a_groups_page_offers_its_actions_with_writes(queue: Queue) -> None:
     )
     page = c.get("/group", params={"id": "orders-1042"}).text
     assert "(paused)" in page and "action=resume" in page
+
+
+def test_a_chart_of_the_last_minutes_from_the_second_reading_on(queue: Queue) -> None:
+    c = client(queue, writes=False)
+    assert "<svg" not in c.get("/").text  # one reading: nothing to draw yet
+    html = c.get("/").text
+    chart = re.search(r'<section id="chart">.*?</section>', html, re.S)
+    assert chart is not None and "<script" not in html
+    for series in ("backlog", "out"):
+        points = re.search(rf'<polyline class="{series}" points="([^"]+)"', chart.group(0))
+        assert points is not None and len(points.group(1).split()) == 2
+    assert "backlog (ready), up to 2" in chart.group(0)

@@ -62,8 +62,10 @@ def test_the_page_shows_the_queue_and_a_requeue_reaches_the_database(
     assert HOSTILE_DATA in dead.text
     nothing_ran(browser)
     if queue.backend == "sqlite":
-        browser.get(server.url)  # a second reading: the rates
+        browser.get(server.url)  # a second reading: the rates, and the chart drawn
         assert cell(browser, "out (last").endswith("/s")
+        line = browser.find_element(By.CSS_SELECTOR, "#chart svg polyline.backlog")
+        assert len(line.get_attribute("points").split()) == 2
         screenshot(browser, "web.png")
         browser.get(server.url)
 
