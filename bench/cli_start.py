@@ -1,17 +1,22 @@
-"""How fast ``harel-sa`` starts (issue 57): ``harel-sa --help`` and ``harel-sa worker --help``
-against a bare ``python -c pass``, in fresh processes, in turns.
+"""How fast ``harel-sa`` starts (issue 57) and ``harel_sa`` imports (issue 58): ``harel-sa
+--help``, ``harel-sa worker --help`` and ``from harel_sa import SqliteTransport`` against a bare
+``python -c pass``, in fresh processes, in turns.
 
     .venv/bin/python bench/run.py --only start --merge
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
-from common import Config, Row, X, fmt_ratio, med, summary, verdict
+from ab import _tree
+from common import Config, Row, X, fmt_ratio, med, ratios, summary, verdict
 
 #: The issue's bar: a command's help at most this many times a bare interpreter's start.
 LIMIT = 10.0
@@ -19,23 +24,31 @@ CASES = {
     "bare": [sys.executable, "-c", "pass"],
     "help": [sys.executable, "-m", "harel_sa", "--help"],
     "worker help": [sys.executable, "-m", "harel_sa", "worker", "--help"],
-    "import harel_sa": [sys.executable, "-c", "import harel_sa"],
+    "import": [sys.executable, "-c", "from harel_sa import SqliteTransport"],
 }
 
 
-def _once(argv: list[str]) -> float:
+def _once(argv: list[str], tree: Path | None = None) -> float:
+    env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
     start = time.perf_counter()
-    subprocess.run(argv, check=True, capture_output=True)
+    subprocess.run(argv, check=True, capture_output=True, env=env, cwd=tree)
     return time.perf_counter() - start
 
 
 def run(cfg: Config) -> dict[str, Any]:
-    out: dict[str, list[float]] = {name: [] for name in CASES}
+    """With ``HAREL_SA_AB_BASE=REV``, REV's import is timed in the same turns (``base``)."""
+    cases = {name: (argv, None) for name, argv in CASES.items()}
+    base = os.environ.get("HAREL_SA_AB_BASE")
+    if base:
+        tree = _tree(base, Path(tempfile.mkdtemp(dir=cfg.workdir)))
+        cases["base import"] = (CASES["import"], tree)
+    out: dict[str, list[float]] = {name: [] for name in cases}
     for rep in range(cfg.reps * 4):
-        names = list(CASES) if rep % 2 == 0 else list(CASES)[::-1]
+        names = list(cases) if rep % 2 == 0 else list(cases)[::-1]
         for name in names:
-            out[name].append(_once(CASES[name]))
+            out[name].append(_once(*cases[name]))
     return {
+        "base": base,
         "seconds": out,
         **{
             f"ratio {k}": [a / b for a, b in zip(v, out["bare"], strict=True)]
@@ -57,10 +70,15 @@ def targets(w: dict[str, Any]) -> list[Row]:
 
 def section(w: dict[str, Any]) -> list[str]:
     bare = med(w["seconds"]["bare"]) * 1e3
-    imported = fmt_ratio(w["ratio import harel_sa"])
+    key = "ratio import" if "ratio import" in w else "ratio import harel_sa"
+    imported = med(w["seconds"]["import" if "import" in w["seconds"] else "import harel_sa"])
+    than = ""
+    if w.get("base"):
+        ratio = fmt_ratio(ratios(w["seconds"]["import"], w["seconds"]["base import"]))
+        than = f"; ÷ {w['base']}'s {ratio}"
     return summary(
-        "Starting the command (issue 57)",
-        f"Fresh processes in turns; bare `python -c pass` {bare:.0f} ms, `import harel_sa`"
-        f" {imported}.",
+        "Starting the command (issues 57, 58)",
+        f"Fresh processes in turns; bare `python -c pass` {bare:.0f} ms; `from harel_sa import"
+        f" SqliteTransport` {imported * 1e3:.0f} ms, {fmt_ratio(w[key])}{than}.",
         targets(w),
     )

@@ -11,20 +11,14 @@ no connection of its own."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from pydantic import BaseModel
 from sqlalchemy import Connection, Engine
 from sqlalchemy import event as events
-from sqlalchemy.ext.asyncio import (
-    AsyncConnection,
-    AsyncEngine,
-    AsyncSession,
-    async_scoped_session,
-)
-from sqlalchemy.orm import Session, scoped_session
 
 from harel_sa import traces, validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
@@ -32,6 +26,19 @@ from harel_sa.events import E, Event, Lease
 from harel_sa.outbox_plans import Clauses, Plan, adrive, drive, plan_for, sync_executor
 from harel_sa.schema import DEFAULT_PREFIX, Names
 from harel_sa.seam import Query, message_row, message_rows, publish_due, publish_options
+
+# The ORM and the asyncio extension cost an import of their own: only an application that
+# uses them can hand their objects over, so the checks look for them where it loaded them.
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+    from sqlalchemy.orm import Session
+
+
+def _is(value: object, module: str, name: str) -> bool:
+    """Whether ``value`` is a ``module.name``: never, when the application did not import
+    ``module``."""
+    found = sys.modules.get(module)
+    return found is not None and isinstance(value, getattr(found, name))
 
 
 class Outbox(Generic[E]):
@@ -323,7 +330,7 @@ def sqlite_transactions(engine: Engine | AsyncEngine, *, busy_timeout: float = 5
     stays true until its writes commit. Call it once, on an engine of your own, before it
     connects; do not use ``isolation_level="AUTOCOMMIT"`` on that engine (a begin would then
     hold the lock)."""
-    sync = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+    sync = engine if isinstance(engine, Engine) else engine.sync_engine  # an AsyncEngine's own
     if sync.dialect.name != "sqlite":
         raise InvalidArgumentError(
             f"sqlite_transactions is for SQLite engines, not {sync.dialect.name}"
@@ -345,10 +352,10 @@ def sqlite_transactions(engine: Engine | AsyncEngine, *, busy_timeout: float = 5
 # -- connections ----------------------------------------------------------------------------
 
 
-def _sync_connection(connection: object) -> Connection:
-    if isinstance(connection, scoped_session):  # Flask-SQLAlchemy's ``db.session``
-        connection = connection()
-    if isinstance(connection, Session):
+def _sync_connection(connection: Any) -> Connection:
+    if _is(connection, "sqlalchemy.orm", "scoped_session"):
+        connection = connection()  # Flask-SQLAlchemy's ``db.session``
+    if _is(connection, "sqlalchemy.orm", "Session"):
         connection = connection.connection()
     if not isinstance(connection, Connection):
         raise InvalidArgumentTypeError(
@@ -361,6 +368,9 @@ def _sync_connection(connection: object) -> Connection:
 
 
 async def _async_connection(connection: object) -> AsyncConnection:
+    # An async outbox is used by an application of SQLAlchemy's asyncio: it is loaded already.
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_scoped_session
+
     if isinstance(connection, async_scoped_session):
         connection = connection()
     if isinstance(connection, AsyncSession):

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, TextClause, text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from harel_sa.errors import InvalidArgumentError
 from harel_sa.events import Lease
 from harel_sa.rules import MAX_ERROR
 from harel_sa.schema import Names
 from harel_sa.seam import Due, Program, Query, Result, Row
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 #: A write of the outbox, as a program of ``text()`` statements.
 Clauses = Program[TextClause, Any]

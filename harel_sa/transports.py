@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Generic, Literal, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar
 
 from pydantic import BaseModel
 from sqlalchemy import Connection
-from sqlalchemy.orm import Session
 
 from harel_sa import settlements, traces
 from harel_sa.events import E, Lease
@@ -25,6 +24,9 @@ from harel_sa.models import DeadMessage, Limit, Pause, QueuedMessage, Stats
 from harel_sa.outbox import Outbox
 from harel_sa.periodic import Periodic
 from harel_sa.seam import Binder, Bound
+
+if TYPE_CHECKING:  # an application's ORM or asyncio objects: imported by it
+    from sqlalchemy.orm import Session
 
 T = TypeVar("T")
 

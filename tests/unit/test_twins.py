@@ -131,8 +131,22 @@ def awaited(annotation: Any) -> Any:
     return annotation
 
 
+def signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """``fn``'s signature, its annotations evaluated; those naming an application's ORM or
+    asyncio objects (imported by the transports for type checkers only) against them."""
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+    from sqlalchemy.orm import Session
+
+    names = {
+        **inspect.unwrap(fn).__globals__,
+        "Session": Session,
+        "AsyncConnection": AsyncConnection,
+    }
+    return inspect.signature(fn, eval_str=True, globals={**names, "AsyncSession": AsyncSession})
+
+
 def parameters(fn: Callable[..., Any]) -> list[inspect.Parameter]:
-    return list(inspect.signature(fn, eval_str=True).parameters.values())[1:]  # self / cls
+    return list(signature(fn).parameters.values())[1:]  # self / cls
 
 
 def test_every_pair_is_listed_once() -> None:
@@ -161,8 +175,8 @@ def test_the_twins_public_surfaces_are_equal(twins: Twins) -> None:
             if (name, p.name) not in twins.differ:
                 assert p.annotation == q.annotation, f"{where}: {p.name}"
         if name not in twins.returns_differ:
-            mine = inspect.signature(fn, eval_str=True).return_annotation
-            yours = awaited(inspect.signature(twin_fn, eval_str=True).return_annotation)
+            mine = signature(fn).return_annotation
+            yours = awaited(signature(twin_fn).return_annotation)
             assert mine == yours, f"{where}: returns"
 
 
