@@ -8,6 +8,7 @@ running handler's own lease to :mod:`~harel_sa.settlements`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -25,6 +26,8 @@ from harel_sa.seam import Binder, Bound
 
 if TYPE_CHECKING:  # an application's ORM or asyncio objects: imported by it
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+    from harel_sa.transports import Transport
 
 T = TypeVar("T")
 
@@ -58,6 +61,26 @@ class AsyncTransport(Generic[E]):
 
     async def close(self) -> None:
         raise NotImplementedError
+
+    async def wait_for_messages(self, timeout: float) -> bool:
+        """As :meth:`SqliteTransport.wait_for_messages <harel_sa.SqliteTransport.
+        wait_for_messages>` (each dialect's), awaited."""
+        raise NotImplementedError
+
+    def sync_twin(self) -> Transport[E]:
+        """A sync transport on the same database with the same options (each dialect's own
+        class), for a thread that must reach the queue while the event loop is busy."""
+        raise NotImplementedError
+
+    @property
+    def listens(self) -> bool:
+        """As :attr:`SqliteTransport.listens <harel_sa.SqliteTransport.listens>`."""
+        return False
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """As :attr:`SqliteTransport.clock <harel_sa.SqliteTransport.clock>`."""
+        return self._binder.backend.clock or time.time
 
     async def __aenter__(self) -> Self:
         return self

@@ -9,7 +9,8 @@ dialect's connection), and reports a settle of the running handler's own lease t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, Self, TypeVar
@@ -60,6 +61,23 @@ class Transport(Generic[E]):
 
     def close(self) -> None:
         raise NotImplementedError
+
+    def wait_for_messages(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a message to become claimable (each dialect's:
+        a notification on PostgreSQL, a sleep on SQLite); whether one was heard of."""
+        raise NotImplementedError
+
+    @property
+    def listens(self) -> bool:
+        """Whether :meth:`wait_for_messages` hears of new messages (PostgreSQL's
+        ``LISTEN``) rather than sleeping its timeout out (SQLite): a worker waits on it then."""
+        return False
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The clock the transport was given, else ``time.time`` (PostgreSQL's "now" is the
+        server's, read in SQL: this is this host's, for what a client dates, such as ticks)."""
+        return self._binder.backend.clock or time.time
 
     def __enter__(self) -> Self:
         return self

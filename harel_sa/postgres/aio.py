@@ -178,6 +178,10 @@ class AsyncPostgresTransport(AsyncTransport[E]):
                     await _put_back(pool, returned, done)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    @property
+    def listens(self) -> bool:
+        return True
+
     async def wait_for_messages(self, timeout: float) -> bool:
         """As :meth:`PostgresTransport.wait_for_messages
         <harel_sa.PostgresTransport.wait_for_messages>`, awaited."""

@@ -158,6 +158,10 @@ class PostgresTransport(Transport[E]):
                     pool.putconn(returned.connection)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    @property
+    def listens(self) -> bool:
+        return True
+
     def wait_for_messages(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a message to become claimable: ``True`` once a
         ``publish``, ``publish_many``, ``nack`` without delay or ``release`` on this prefix

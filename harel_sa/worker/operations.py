@@ -15,15 +15,13 @@ from harel_sa.errors import BusyError, ConnectionLostError
 from harel_sa.events import Lease
 
 if TYPE_CHECKING:
-    from harel_sa.postgres.aio import AsyncPostgresTransport
-    from harel_sa.postgres.transport import PostgresTransport
-    from harel_sa.sqlite.aio import AsyncSqliteTransport
-    from harel_sa.sqlite.transport import SqliteTransport
+    from harel_sa.async_transports import AsyncTransport
+    from harel_sa.transports import Transport
     from harel_sa.worker.options import WorkerOptions
 
-    #: The transports a ``Worker`` drives, and those an ``AsyncWorker`` awaits.
-    WorkerTransport: TypeAlias = SqliteTransport[Any] | PostgresTransport[Any]
-    AsyncWorkerTransport: TypeAlias = AsyncSqliteTransport[Any] | AsyncPostgresTransport[Any]
+    #: The transports a ``Worker`` drives, and those an ``AsyncWorker`` awaits: any dialect's.
+    WorkerTransport: TypeAlias = Transport[Any]
+    AsyncWorkerTransport: TypeAlias = AsyncTransport[Any]
 
 
 #: The errors after which a settle (or a batch of acks) is sent again, after ``poll_interval``:

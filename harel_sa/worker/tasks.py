@@ -13,14 +13,13 @@ import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any, Generic, Unpack, assert_never, cast
+from typing import TYPE_CHECKING, Any, Generic, Unpack, assert_never
 
 from harel_sa import settlements
 from harel_sa.async_transports import AsyncTransport
 from harel_sa.errors import InvalidArgumentError
 from harel_sa.events import E, Lease
 from harel_sa.periodic import Periodic
-from harel_sa.sqlite.aio import AsyncSqliteTransport
 from harel_sa.worker import programs, steps
 from harel_sa.worker.heartbeat import Heartbeat, LoopProbe
 from harel_sa.worker.options import WorkerKwargs, check_arguments, options_from
@@ -29,7 +28,7 @@ from harel_sa.worker.runstate import RunState, WorkerStats
 from harel_sa.worker.side import SideThread
 from harel_sa.worker.steps import Routine, Step
 from harel_sa.worker.threads import SIGNALS, _both, on_main_thread
-from harel_sa.worker.ticker import Ticker, transport_clock
+from harel_sa.worker.ticker import Ticker
 
 if TYPE_CHECKING:
     from harel_sa.worker.operations import AsyncWorkerTransport, WorkerTransport
@@ -55,11 +54,10 @@ class AsyncWorker(Generic[E]):
     ) -> None:
         names = "AsyncSqliteTransport or AsyncPostgresTransport"
         check_arguments(transport, AsyncTransport, names, handler, False)
-        # Every AsyncTransport is one of these two, which add what a worker waits with.
-        self.transport = cast("AsyncWorkerTransport", transport)
+        self.transport = transport
         self.handler = handler
         self.options, self.handle_signals = options_from(kwargs)
-        self._listens = not isinstance(transport, AsyncSqliteTransport)  # as Worker's
+        self._listens = transport.listens
         self._run: RunState | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots: list[asyncio.Task[None]] = []
@@ -95,7 +93,7 @@ class AsyncWorker(Generic[E]):
             )
         ]
         if self.options.periodic:
-            clock = transport_clock(self.transport)
+            clock = self.transport.clock
             side.append(Ticker(calls, self.options.periodic, clock))
         run.started(self.transport.database, self.transport.prefix, "asyncio tasks")
         try:

@@ -12,11 +12,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Generic, Unpack, assert_never, cast
+from typing import TYPE_CHECKING, Generic, Unpack, assert_never
 
 from harel_sa import settlements
 from harel_sa.events import E, Lease
-from harel_sa.sqlite.transport import SqliteTransport
 from harel_sa.transports import Transport
 from harel_sa.worker import programs, steps
 from harel_sa.worker.heartbeat import Heartbeat
@@ -28,7 +27,7 @@ from harel_sa.worker.steps import Routine, Step
 from harel_sa.worker.ticker import Ticker
 
 if TYPE_CHECKING:
-    from harel_sa.worker.operations import WorkerTransport
+    pass
 
 #: How long one wait on the transport lasts at most, so that a stop is seen that soon.
 LISTEN_SLICE = 0.1
@@ -61,12 +60,10 @@ class Worker(Generic[E]):
         **kwargs: Unpack[WorkerKwargs],
     ) -> None:
         check_arguments(transport, Transport, "SqliteTransport or PostgresTransport", handler, True)
-        # Every Transport is one of these two, which add what a worker waits with.
-        self.transport = cast("WorkerTransport", transport)
+        self.transport = transport
         self.handler = handler
         self.options, self.handle_signals = options_from(kwargs)
-        # PostgreSQL's wait_for_messages hears a new message (LISTEN); SQLite's only sleeps.
-        self._listens = not isinstance(transport, SqliteTransport)
+        self._listens = transport.listens
         self._run: RunState | None = None
         self._slots: list[threading.Thread] = []
         self._wake = threading.Event()
@@ -95,7 +92,7 @@ class Worker(Generic[E]):
             Heartbeat(run, lambda lease: self.transport.extend(lease, self.options.visibility))
         ]
         if self.options.periodic:
-            side.append(Ticker(self.transport, self.options.periodic))
+            side.append(Ticker(self.transport, self.options.periodic, self.transport.clock))
         run.started(self.transport.database, self.transport.prefix, "threads")
         try:
             with _signals(self.handle_signals, run):

@@ -10,7 +10,6 @@ one: only the last, as a catch-up; a new schedule has no past.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -32,23 +31,17 @@ class PublishesTicks(Protocol):
     def publish_tick(self, schedule: Periodic, tick: float, *, catch_up: bool = False) -> bool: ...
 
 
-def transport_clock(transport: object) -> Clock:
-    """The transport's own clock (a SQLite transport's ``clock=``), else ``time.time``."""
-    clock = getattr(transport._binder.backend, "clock", None)  # type: ignore[attr-defined]
-    return clock if callable(clock) else time.time
-
-
 class Ticker(SideThread):
     """Publishes ``schedules`` through ``transport``; :meth:`start` runs it on a thread until
-    :meth:`stop`. ``clock``: the transport's (see :func:`transport_clock`) unless given."""
+    :meth:`stop`; ``clock`` dates the ticks (the transport's own: ``transport.clock``)."""
 
     def __init__(
-        self, transport: PublishesTicks, schedules: Sequence[Periodic], clock: Clock | None = None
+        self, transport: PublishesTicks, schedules: Sequence[Periodic], clock: Clock
     ) -> None:
         super().__init__("harel_sa-ticker")
         self.transport = transport
         self.schedules = tuple(schedules)
-        self.clock = clock or transport_clock(transport)
+        self.clock = clock
         self.started = self.clock()
         self.done: dict[str, float] = {}  # the last tick this ticker published or saw done
         self.failing = False

@@ -84,7 +84,7 @@ def test_workers_publish_each_tick_once_and_handle_it(tmp_path: Path) -> None:
 def test_a_worker_started_after_a_gap_publishes_one_catch_up_tick(tmp_path: Path) -> None:
     clock = FakeClock(1_000_005.0)
     with SqliteTransport(tmp_path / "q.db", clock=clock) as q:
-        first = ticker.Ticker(q, [EVERY])
+        first = ticker.Ticker(q, [EVERY], q.clock)
         clock.advance(10)
         assert first.step() == [("beat", 1_000_010.0)]
         clock.advance(95.5)  # no worker for 95.5 s: nine ticks missed
