@@ -30,6 +30,15 @@ def targets(group_id: str, routing_key: str) -> str:
     return f"'group:' || {group_id}, coalesce('key:' || {routing_key}, 'key')"
 
 
+def targets_of(rows: str, routing_key: str) -> str:
+    """The control rows' keys of the groups of ``rows`` (a CTE with ``group_id``), whose
+    routing key is ``routing_key`` (a column of ``rows``, or a parameter)."""
+    return (
+        f"SELECT 'group:' || group_id FROM {rows} "
+        f"UNION ALL SELECT coalesce('key:' || {routing_key}, 'key') FROM {rows}"
+    )
+
+
 def held(names: Names, g: str, now: str) -> str:
     """The group row ``g`` is held back at ``now``: it or its routing key is paused, or its
     key backs off until after now."""

@@ -16,7 +16,7 @@ from functools import lru_cache, partial
 from typing import Any
 
 from harel_sa.postgres.compiled import Statement, notify_sql, positional
-from harel_sa.postgres.flow import born, pauses, targets
+from harel_sa.postgres.flow import born, pauses, targets, targets_of
 from harel_sa.postgres.kinds import Locked, One, nothing
 from harel_sa.schema import Names
 from harel_sa.seam import Due, Program, Query, Result, Row
@@ -102,9 +102,7 @@ class SchedulingStatements:
             "FOR UPDATE OF x SKIP LOCKED) RETURNING *), "
             "firsts AS (SELECT DISTINCT ON (group_id) group_id, priority, routing_key, "
             "due_at, seq FROM due ORDER BY group_id, due_at, seq), "
-            "firsts_of AS (SELECT 'group:' || group_id AS target FROM firsts UNION ALL "
-            "SELECT coalesce('key:' || routing_key, 'key') FROM firsts), "
-            f"{pauses(names, 'SELECT target FROM firsts_of')}, "
+            f"{pauses(names, targets_of('firsts', 'routing_key'))}, "
             f"g AS (INSERT INTO {g} (group_id, priority, routing_key, last_claimed_at) "
             "SELECT f.group_id, f.priority, f.routing_key, "
             f"{born(names, 'f.group_id', 'f.routing_key')} FROM firsts f "

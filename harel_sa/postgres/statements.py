@@ -33,6 +33,7 @@ from harel_sa.postgres.flow import (
     held,
     pauses,
     targets,
+    targets_of,
 )
 from harel_sa.postgres.scheduling import due_probe, scheduling_for
 from harel_sa.rules import BATCH_MAX, LOOKAHEAD, PARKED
@@ -105,7 +106,7 @@ class Statements:
             f"FROM firsts ORDER BY n {upsert_group} RETURNING group_id) {messages}"
         )
         self.publish_many = positional(
-            f"{items}, {pauses(names, _of_rows('firsts', ':routing_key ::text'))}, "
+            f"{items}, {pauses(names, targets_of('firsts', ':routing_key ::text'))}, "
             f"g AS ({group}, last_claimed_at) SELECT f.group_id, :priority ::integer, "
             f":routing_key ::text, {born(names, 'f.group_id', ':routing_key ::text')} "
             f"FROM firsts f ORDER BY f.n {upsert_group} RETURNING group_id), w AS ({messages}) "
@@ -252,7 +253,7 @@ class Statements:
         self.requeue_groups = positional(
             "WITH firsts AS (SELECT DISTINCT ON (group_id) group_id, priority, routing_key, seq "
             f"FROM {d} WHERE {pick} ORDER BY group_id, seq), "
-            f"{pauses(names, _of_rows('firsts', 'routing_key'))} "
+            f"{pauses(names, targets_of('firsts', 'routing_key'))} "
             f"INSERT INTO {g} (group_id, priority, routing_key, last_claimed_at) "
             "SELECT f.group_id, f.priority, f.routing_key, "
             f"{born(names, 'f.group_id', 'f.routing_key')} FROM firsts f ORDER BY f.seq "
@@ -490,15 +491,6 @@ def _acks(names: Names, size: int) -> Statement:
     )
     # The pairs arrive as one flat list, in the order the statement numbers them.
     return replace(built, bind=itemgetter("keys"))
-
-
-def _of_rows(rows: str, routing_key: str) -> str:
-    """The control rows' keys of the groups of ``rows`` (a CTE with ``group_id``), whose
-    routing key is ``routing_key`` (a column of ``rows``, or a parameter)."""
-    return (
-        f"SELECT 'group:' || group_id FROM {rows} "
-        f"UNION ALL SELECT coalesce('key:' || {routing_key}, 'key') FROM {rows}"
-    )
 
 
 @lru_cache(maxsize=64)
