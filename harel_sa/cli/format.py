@@ -31,6 +31,8 @@ def age(seconds: float | None) -> str:
         return "-"
     if seconds < 60:
         return f"{seconds:.1f}s"
+    if seconds >= 1e9:  # a park of 1e308 seconds (another program's row) as itself, not in hours
+        return f"{seconds:.3g}s"
     minutes, secs = divmod(int(seconds), 60)
     if minutes < 60:
         return f"{minutes}m{secs:02d}s"

@@ -91,3 +91,5 @@ def test_formats() -> None:
     assert utc_time(0.5, millis=True) == "1970-01-01T00:00:00.500Z"
     assert (plural(1, "message"), plural(2, "message")) == ("1 message", "2 messages")
     assert (age(None), age(5.25), age(125), age(7322)) == ("-", "5.2s", "2m05s", "2h02m")
+    # A time no clock reaches (another program's park of 1e308 s) reads as itself.
+    assert (age(1e308), age(2e9)) == ("1e+308s", "2e+09s")
