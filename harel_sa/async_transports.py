@@ -24,7 +24,7 @@ from harel_sa.outbox import AsyncOutbox
 from harel_sa.periodic import Periodic
 from harel_sa.seam import Binder, Bound
 
-if TYPE_CHECKING:  # an application's ORM or asyncio objects: imported by it
+if TYPE_CHECKING:  # an application's asyncio objects are its own import; the sync twin's
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
     from harel_sa.transports import Transport

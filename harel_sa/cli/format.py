@@ -95,7 +95,7 @@ def due_rows(s: Any) -> list[tuple[str, str]]:
     return [("next due", "now" if wait <= 0 else f"in {age(wait)}")]
 
 
-def held(routing_key: str | None, group_id: str | None) -> str:
+def target_words(routing_key: str | None, group_id: str | None) -> str:
     """What a pause or a backoff holds, in words."""
     if group_id is not None:
         return f"group {group_id}"
@@ -107,9 +107,11 @@ def held_rows(s: Any) -> list[tuple[str, str]]:
     rows; none when nothing is."""
     rows = []
     if s.paused:
-        rows.append(("paused", ", ".join(held(p.routing_key, p.group_id) for p in s.paused)))
+        rows.append(
+            ("paused", ", ".join(target_words(p.routing_key, p.group_id) for p in s.paused))
+        )
     if s.limits:
-        rows.append(("backing off", ", ".join(held(key, None) for key in s.limits)))
+        rows.append(("backing off", ", ".join(target_words(key, None) for key in s.limits)))
     return rows
 
 

@@ -37,11 +37,11 @@ from harel_sa.cli.format import (
     data_of,
     due_rows,
     event_json,
-    held,
     kind_of,
     one_line,
     plural,
     shorten,
+    target_words,
     utc_time,
 )
 
@@ -193,11 +193,11 @@ def _stats_text(s: Stats) -> str:
     )
     holding = [
         *(
-            ("paused", held(p.routing_key, p.group_id), f"since {utc_time(p.since)}")
+            ("paused", target_words(p.routing_key, p.group_id), f"since {utc_time(p.since)}")
             for p in s.paused
         ),
         *(
-            ("backoff", held(k, None), f"until {utc_time(v.backoff_until)}")
+            ("backoff", target_words(k, None), f"until {utc_time(v.backoff_until)}")
             for k, v in s.limits.items()
         ),
     ]

@@ -17,8 +17,8 @@ from harel_sa.cli.format import (
     cleanup_rows,
     decoded,
     due_rows,
-    held,
     kind_of,
+    target_words,
     utc_time,
 )
 from harel_sa.cli.top import Rates, Window
@@ -172,7 +172,7 @@ class Reader:
             held=[
                 *(
                     Held(
-                        f"paused: {held(p.routing_key, p.group_id)}",
+                        f"paused: {target_words(p.routing_key, p.group_id)}",
                         f"since {utc_time(p.since)}",
                         p.group_id,
                         None if p.group_id is not None else (p.routing_key or ""),
@@ -181,7 +181,7 @@ class Reader:
                 ),
                 *(
                     Held(
-                        f"backoff: {held(k, None)}",
+                        f"backoff: {target_words(k, None)}",
                         f"until {utc_time(v.backoff_until)}",
                         None,
                         None,
