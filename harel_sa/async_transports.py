@@ -114,6 +114,7 @@ class AsyncTransport(Generic[E]):
         not_before: datetime | float | None = None,
         key: str | None = None,
         on_key: Literal["keep", "replace"] = "keep",
+        max_in_flight: int = 1,
         connection: AsyncConnection | AsyncSession | None = None,
     ) -> bool:
         """As :meth:`SqliteTransport.publish <harel_sa.SqliteTransport.publish>` (scheduled,
@@ -131,9 +132,10 @@ class AsyncTransport(Generic[E]):
                 not_before=not_before,
                 key=key,
                 on_key=on_key,
+                max_in_flight=max_in_flight,
             )
         bound = self._binder.publish(
-            group_id, event, priority, routing_key, delay, not_before, key, on_key
+            group_id, event, priority, routing_key, delay, not_before, key, on_key, max_in_flight
         )
         return (await self._run(bound)) is not False
 
@@ -146,6 +148,7 @@ class AsyncTransport(Generic[E]):
         routing_key: str | None = None,
         delay: float | None = None,
         not_before: datetime | float | None = None,
+        max_in_flight: int = 1,
         connection: AsyncConnection | AsyncSession | None = None,
     ) -> None:
         """As :meth:`SqliteTransport.publish_many <harel_sa.SqliteTransport.publish_many>`."""
@@ -158,9 +161,13 @@ class AsyncTransport(Generic[E]):
                 routing_key=routing_key,
                 delay=delay,
                 not_before=not_before,
+                max_in_flight=max_in_flight,
             )
             return
-        await self._run(self._binder.publish_many(items, priority, routing_key, delay, not_before))
+        bound = self._binder.publish_many(
+            items, priority, routing_key, delay, not_before, max_in_flight
+        )
+        await self._run(bound)
 
     @traces.traced_async("cancel")
     async def cancel(

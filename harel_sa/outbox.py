@@ -85,11 +85,19 @@ class Outbox(Generic[E]):
         not_before: datetime | float | None = None,
         key: str | None = None,
         on_key: str = "keep",
+        max_in_flight: int = 1,
     ) -> bool:
         """Append ``event`` to ``group_id``'s queue in ``connection``'s transaction; the
         options and the result as the transports' ``publish``."""
         program = _publishing(
-            self.event_type, group_id, event, priority, routing_key, delay, not_before, key, on_key
+            self.event_type,
+            group_id,
+            event,
+            (priority, routing_key, max_in_flight),
+            delay,
+            not_before,
+            key,
+            on_key,
         )
         return bool(self._run(connection, program))
 
@@ -103,11 +111,14 @@ class Outbox(Generic[E]):
         routing_key: str | None = None,
         delay: float | None = None,
         not_before: datetime | float | None = None,
+        max_in_flight: int = 1,
     ) -> None:
         """Publish every ``(group_id, event)`` pair in ``connection``'s transaction."""
         self._run(
             connection,
-            _publishing_many(self.event_type, items, priority, routing_key, delay, not_before),
+            _publishing_many(
+                self.event_type, items, (priority, routing_key, max_in_flight), delay, not_before
+            ),
         )
 
     @traces.traced("cancel")
@@ -187,9 +198,17 @@ class AsyncOutbox(Outbox[E]):
         not_before: datetime | float | None = None,
         key: str | None = None,
         on_key: str = "keep",
+        max_in_flight: int = 1,
     ) -> bool:
         program = _publishing(
-            self.event_type, group_id, event, priority, routing_key, delay, not_before, key, on_key
+            self.event_type,
+            group_id,
+            event,
+            (priority, routing_key, max_in_flight),
+            delay,
+            not_before,
+            key,
+            on_key,
         )
         return bool(await self._arun(connection, program))
 
@@ -203,10 +222,13 @@ class AsyncOutbox(Outbox[E]):
         routing_key: str | None = None,
         delay: float | None = None,
         not_before: datetime | float | None = None,
+        max_in_flight: int = 1,
     ) -> None:
         await self._arun(
             connection,
-            _publishing_many(self.event_type, items, priority, routing_key, delay, not_before),
+            _publishing_many(
+                self.event_type, items, (priority, routing_key, max_in_flight), delay, not_before
+            ),
         )
 
     @traces.traced_async("cancel")
@@ -253,16 +275,16 @@ def _publishing(
     event_type: type[BaseModel],
     group_id: object,
     event: object,
-    priority: object,
-    routing_key: object,
+    group: tuple[object, object, object],
     delay: object,
     not_before: object,
     key: object,
     on_key: object,
 ) -> Callable[[Plan], Clauses]:
     """A publish's program, its arguments checked as the transports' :class:`Binder` checks
-    them; it returns ``False`` only when a waiting keyed message took the publish."""
-    row = message_row(event_type, group_id, event, priority, routing_key)
+    them (``group``: the priority, routing key and max_in_flight); it returns ``False`` only
+    when a waiting keyed message took the publish."""
+    row = message_row(event_type, group_id, event, *group)
     due, keyed, replace = publish_options(delay, not_before, key, on_key)
     if keyed is not None:
         return lambda plan: plan.publish_keyed(row, due, keyed, replace)
@@ -274,13 +296,12 @@ def _publishing(
 def _publishing_many(
     event_type: type[BaseModel],
     items: object,
-    priority: object,
-    routing_key: object,
+    group: tuple[object, object, object],
     delay: object,
     not_before: object,
 ) -> Callable[[Plan], Clauses]:
     due = publish_due(delay, not_before)
-    rows = message_rows(event_type, items, priority, routing_key)
+    rows = message_rows(event_type, items, *group)
     if due is None:
         return lambda plan: plan.publish(rows)
     return lambda plan: plan.schedule(rows, due)

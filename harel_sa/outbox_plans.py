@@ -152,13 +152,14 @@ class SqlitePlan(Plan):
 
     def publish(self, rows: list[Row]) -> Clauses:
         now = self.clock()
-        for group_id, event, priority, routing_key in rows:
+        for group_id, event, priority, routing_key, max_in_flight in rows:
             yield Query(
                 self.st["insert_message"], {"group_id": group_id, "event": event, "now": now}
             )
+            group = {"priority": priority, "routing_key": routing_key}
             yield Query(
                 self.st["insert_group"],
-                {"group_id": group_id, "priority": priority, "routing_key": routing_key},
+                {"group_id": group_id, **group, "max_in_flight": max_in_flight},
             )
 
     def _clauses(self, program: Program[Any, Any]) -> Clauses:

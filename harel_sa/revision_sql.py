@@ -185,6 +185,23 @@ REVISIONS: tuple[tuple[str, tuple[DDL, ...]], ...] = (
             ),
         ),
     ),
+    (
+        "harel_sa_0010",
+        (
+            DDL(
+                "ALTER TABLE {p}_transport_groups ADD COLUMN max_in_flight INTEGER",
+                unless_column=("{p}_transport_groups", "max_in_flight"),
+            ),
+            DDL(
+                "ALTER TABLE {p}_transport_scheduled ADD COLUMN max_in_flight INTEGER",
+                unless_column=("{p}_transport_scheduled", "max_in_flight"),
+            ),
+            DDL(
+                "ALTER TABLE {p}_transport_dead ADD COLUMN max_in_flight INTEGER",
+                unless_column=("{p}_transport_dead", "max_in_flight"),
+            ),
+        ),
+    ),
 )
 
 #: A PostgreSQL step: one statement run alone, or a tuple of statements run as one transaction.
@@ -344,6 +361,14 @@ POSTGRESQL_REVISIONS: tuple[tuple[str, tuple[OnlineStep, ...]], ...] = (
             "    backoff_until DOUBLE PRECISION,\n"
             "    PRIMARY KEY (target)\n"
             ")",
+        ),
+    ),
+    (
+        "harel_sa_0010",
+        (
+            "ALTER TABLE {p}_transport_groups ADD COLUMN IF NOT EXISTS max_in_flight BIGINT",
+            "ALTER TABLE {p}_transport_scheduled ADD COLUMN IF NOT EXISTS max_in_flight BIGINT",
+            "ALTER TABLE {p}_transport_dead ADD COLUMN IF NOT EXISTS max_in_flight BIGINT",
         ),
     ),
 )

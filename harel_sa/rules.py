@@ -38,6 +38,10 @@ DEFAULT_PREFIX = "harel"
 #: The highest priority a message may have (0 is the lowest): a claim's floor has an index
 #: of its own for each priority above 0.
 MAX_PRIORITY = 4
+
+#: The most messages of one group a publish may let run at once (``max_in_flight``): a claim
+#: looks at that many of the group's first messages, so the bound keeps its walk short.
+MAX_IN_FLIGHT = 1000
 #: The largest ``limit``: any batch or listing larger is a caller's error, not a request.
 MAX_LIMIT = 2**31 - 1
 #: What is between a transport and the server: ``"auto"``, found at each connection's start;

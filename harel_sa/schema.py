@@ -36,7 +36,7 @@ from harel_sa.rules import DEFAULT_PREFIX as DEFAULT_PREFIX
 from harel_sa.rules import MAX_PRIORITY as MAX_PRIORITY
 
 #: The newest harel_sa Alembic revision; a test holds it equal to the revisions' head.
-HEAD_REVISION = "harel_sa_0009"
+HEAD_REVISION = "harel_sa_0010"
 
 
 #: Message sequence numbers: SQLite's ``INTEGER PRIMARY KEY AUTOINCREMENT`` (a 64-bit rowid);
@@ -209,6 +209,9 @@ def _schema(prefix: str) -> Schema:
         Column("last_claimed_at", TIME, nullable=False, server_default=text("0.0")),
         Column("priority", COUNT, nullable=False, server_default=text("0")),
         Column("routing_key", Text),
+        # How many of its messages may be in flight at once (0010), fixed by the publish that
+        # makes the row, as priority is; NULL: one at a time (the previous release's groups).
+        Column("max_in_flight", COUNT),
         Column("arrival", BigInteger, Identity(), nullable=False, info=POSTGRESQL_ONLY),
     )
     dead = Table(
@@ -222,6 +225,7 @@ def _schema(prefix: str) -> Schema:
         Column("deliveries", COUNT, nullable=False),
         Column("priority", COUNT, nullable=False, server_default=text("0")),
         Column("routing_key", Text),
+        Column("max_in_flight", COUNT),  # the group's (0010): a requeue that makes it keeps it
     )
     # Messages published for later (0007): a claim moves the due ones, in due order, to their
     # groups' tails; they hold up no group meanwhile.
@@ -235,6 +239,7 @@ def _schema(prefix: str) -> Schema:
         Column("priority", COUNT, nullable=False, server_default=text("0")),
         Column("routing_key", Text),
         Column("message_key", Text),
+        Column("max_in_flight", COUNT),  # the group's (0010): the promotion that makes it keeps it
         sqlite_autoincrement=True,
     )
     # Each periodic schedule's last published tick (0008): a tick's publish writes it in the

@@ -28,8 +28,9 @@ T_co = TypeVar("T_co", covariant=True)
 S = TypeVar("S")
 Clock = Callable[[], float]
 Synchronous = Literal["FULL", "NORMAL"]
-#: A message to publish: ``(group_id, event_json, priority, routing_key)``.
-Row = tuple[str, str, int, str | None]
+#: A message to publish: ``(group_id, event_json, priority, routing_key, max_in_flight)``; the
+#: last is ``None`` for 1 (one at a time), as the group row stores it.
+Row = tuple[str, str, int, str | None, int | None]
 #: When a scheduled message is due: ``(at, delay)``, the epoch instant ``at`` (the transport's
 #: clock; PostgreSQL's server clock), else ``delay`` seconds after the backend's "now".
 Due = tuple[float | None, float]
@@ -60,6 +61,7 @@ def message_row(
     event: object,
     priority: object,
     routing_key: object,
+    max_in_flight: object = 1,
 ) -> Row:
     """One message to publish, validated (every backend's publish)."""
     return (
@@ -67,18 +69,24 @@ def message_row(
         traces.stamp(validate.event(event, event_type), event_type),
         validate.priority("priority", priority),
         validate.routing_key(routing_key),
+        validate.in_flight("max_in_flight", max_in_flight),
     )
 
 
 def message_rows(
-    event_type: type[BaseModel], items: object, priority: object, routing_key: object
+    event_type: type[BaseModel],
+    items: object,
+    priority: object,
+    routing_key: object,
+    max_in_flight: object = 1,
 ) -> list[Row]:
     """``(group_id, event)`` pairs to publish together, all validated before any is sent
-    (the priority and routing key first, once for every item)."""
+    (the priority, routing key and max_in_flight first, once for every item)."""
     if isinstance(items, str | bytes) or not isinstance(items, Iterable):
         raise InvalidArgumentTypeError("items must be an iterable of (group_id, event) pairs")
     level = validate.priority("priority", priority)
     key = validate.routing_key(routing_key)
+    at_once = validate.in_flight("max_in_flight", max_in_flight)
     group_id, event = validate.group_id, validate.event
     rows = []
     for item in items:
@@ -87,7 +95,7 @@ def message_rows(
                 f"each item must be a (group_id, event) tuple, not {item!r:.80}"
             )
         json = traces.stamp(event(item[1], event_type), event_type)
-        rows.append((group_id(item[0]), json, level, key))
+        rows.append((group_id(item[0]), json, level, key, at_once))
     return rows
 
 
@@ -331,10 +339,13 @@ class Binder(Generic[E]):
         not_before: object = None,
         key: object = None,
         on_key: object = "keep",
+        max_in_flight: object = 1,
     ) -> Bound[None] | Bound[bool]:
         """A publish bound; its result is ``False`` only when a waiting keyed message took it
         (``None``: a plain publish, which always writes)."""
-        row = message_row(self.options.event_type, group_id, event, priority, routing_key)
+        row = message_row(
+            self.options.event_type, group_id, event, priority, routing_key, max_in_flight
+        )
         if delay is None and not_before is None and on_key == "keep":  # the common cases
             if key is None:
                 return self.backend.publish([row])
@@ -351,9 +362,10 @@ class Binder(Generic[E]):
         routing_key: object,
         delay: object = None,
         not_before: object = None,
+        max_in_flight: object = 1,
     ) -> Bound[None]:
         due = publish_due(delay, not_before)
-        rows = message_rows(self.options.event_type, items, priority, routing_key)
+        rows = message_rows(self.options.event_type, items, priority, routing_key, max_in_flight)
         return self.backend.publish(rows) if due is None else self.backend.schedule(rows, due)
 
     def cancel(self, key: object) -> Bound[bool]:

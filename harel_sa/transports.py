@@ -111,6 +111,7 @@ class Transport(Generic[E]):
         not_before: datetime | float | None = None,
         key: str | None = None,
         on_key: Literal["keep", "replace"] = "keep",
+        max_in_flight: int = 1,
         connection: Connection | Session | None = None,
     ) -> bool:
         """Append ``event`` to ``group_id``'s queue, durably, once this returns (any ``str``
@@ -125,8 +126,11 @@ class Transport(Generic[E]):
         whose JSON reads as one (the harel engine's ``Event``); anything else raises
         :class:`~harel_sa.InvalidArgumentTypeError` before anything is written.
 
-        The first publish of a group fixes its ``priority`` (0-4) and ``routing_key`` until the
-        group drains; later publishes only add messages.
+        The first publish of a group fixes its ``priority`` (0-4), ``routing_key`` and
+        ``max_in_flight`` until the group drains; later publishes only add messages. A group
+        runs up to ``max_in_flight`` (1-1000) of its messages at once, each started in publish
+        order (no message is claimed before an earlier one of its group); with the default 1,
+        one at a time, each after the previous one settled.
 
         **Scheduled**: with ``delay`` (seconds) or ``not_before`` (an aware ``datetime``, or
         epoch seconds on the transport's clock; PostgreSQL's server clock) the message is due
@@ -155,9 +159,10 @@ class Transport(Generic[E]):
                 not_before=not_before,
                 key=key,
                 on_key=on_key,
+                max_in_flight=max_in_flight,
             )
         bound = self._binder.publish(
-            group_id, event, priority, routing_key, delay, not_before, key, on_key
+            group_id, event, priority, routing_key, delay, not_before, key, on_key, max_in_flight
         )
         return self._run(bound) is not False
 
@@ -170,6 +175,7 @@ class Transport(Generic[E]):
         routing_key: str | None = None,
         delay: float | None = None,
         not_before: datetime | float | None = None,
+        max_in_flight: int = 1,
         connection: Connection | Session | None = None,
     ) -> None:
         """Publish every ``(group_id, event)`` pair in one transaction: all or none; with
@@ -182,9 +188,14 @@ class Transport(Generic[E]):
                 routing_key=routing_key,
                 delay=delay,
                 not_before=not_before,
+                max_in_flight=max_in_flight,
             )
             return
-        self._run(self._binder.publish_many(items, priority, routing_key, delay, not_before))
+        self._run(
+            self._binder.publish_many(
+                items, priority, routing_key, delay, not_before, max_in_flight
+            )
+        )
 
     @traces.traced("cancel")
     def cancel(self, key: str, *, connection: Connection | Session | None = None) -> bool:

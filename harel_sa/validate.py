@@ -20,8 +20,8 @@ from pydantic import BaseModel
 
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import Lease
+from harel_sa.rules import MAX_IN_FLIGHT, MAX_PRIORITY
 from harel_sa.rules import MAX_LIMIT as MAX_LIMIT  # a bound the callers quote from here
-from harel_sa.rules import MAX_PRIORITY
 
 #: The longest id an argument may give, in bytes of UTF-8: PostgreSQL's btree index entries hold
 #: at most about 2,700 bytes, and each of its indexes on ids holds one id beside a few numbers (a
@@ -180,6 +180,16 @@ def priority(name: str, value: object) -> int:
     if not 0 <= value <= MAX_PRIORITY:
         raise InvalidArgumentError(f"{name} must be in 0-{MAX_PRIORITY}, not {value}")
     return value
+
+
+def in_flight(name: str, value: object) -> int | None:
+    """A group's ``max_in_flight``: an ``int`` in 1-:data:`~harel_sa.rules.MAX_IN_FLIGHT`;
+    ``None`` for 1 (a group without the column set runs one message at a time)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentTypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not 1 <= value <= MAX_IN_FLIGHT:
+        raise InvalidArgumentError(f"{name} must be in 1-{MAX_IN_FLIGHT}, not {value}")
+    return None if value == 1 else value
 
 
 def floor(name: str, value: object) -> int:

@@ -47,10 +47,10 @@ def _changed_one(result: Result) -> bool:
 def publish(
     statements: Statements, clock: ClockOrServer, rows: list[Row], seen: Seen | None = None
 ) -> Op[None] | One[None]:
-    """Append ``(group_id, event_json, priority, routing_key)`` rows, all or none; with
+    """Append :data:`~harel_sa.seam.Row`\\ s, all or none; with
     ``seen``, in the plain form while it knows of no control row (:class:`~harel_sa.postgres.
     flow.Seen`), telling it what the other form says."""
-    for group_id, _, _, routing_key in rows:
+    for group_id, _, _, routing_key, _ in rows:
         no_nul("group_id", group_id)
         no_nul("routing_key", routing_key)
     if len(rows) == 1:
@@ -59,9 +59,9 @@ def publish(
         return Op(partial(_returns, None))
     kinds = _kinds(rows)
     if len(kinds) == 1:
-        (priority, routing_key), chosen = next(iter(kinds.items()))
+        kind, chosen = next(iter(kinds.items()))
         plain = seen is not None and seen.none()
-        query = _publish_kind(statements, clock, priority, routing_key, chosen, plain)
+        query = _publish_kind(statements, clock, kind, chosen, plain)
         return One(query, nothing if plain or seen is None else seen.heard)
     return Op(partial(_publish_many, statements, clock, kinds), begin=BEGIN_WRITE)
 
@@ -69,14 +69,14 @@ def publish(
 def publish_one(
     statements: Statements, clock: ClockOrServer, row: Row, seen: Seen | None = None
 ) -> One[None]:
-    """Append one ``(group_id, event_json, priority, routing_key)`` row (``seen`` as for
-    :func:`publish`)."""
-    group_id, event, priority, routing_key = row
+    """Append one :data:`~harel_sa.seam.Row` (``seen`` as for :func:`publish`)."""
+    group_id, event, priority, routing_key, max_in_flight = row
     params = {
         "group_id": group_id,
         "event": event,
         "priority": priority,
         "routing_key": routing_key,
+        "max_in_flight": max_in_flight,
         "now": now_param(clock),
     }
     if seen is not None and seen.none():
@@ -84,38 +84,42 @@ def publish_one(
     return One(Query(statements.publish, params), nothing if seen is None else seen.heard)
 
 
-def _kinds(rows: list[Row]) -> dict[tuple[int, str | None], list[Row]]:
-    """The rows by (priority, routing key), in order: one statement each, as the first
-    publish of a group fixes both."""
-    kinds: dict[tuple[int, str | None], list[Row]] = {}
+#: What the first publish of a group fixes: its priority, routing key and max_in_flight.
+Kind = tuple[int, str | None, int | None]
+
+
+def _kinds(rows: list[Row]) -> dict[Kind, list[Row]]:
+    """The rows by :data:`Kind`, in order: one statement each."""
+    kinds: dict[Kind, list[Row]] = {}
     for row in rows:
-        kinds.setdefault((row[2], row[3]), []).append(row)
+        kinds.setdefault(row[2:], []).append(row)
     return kinds
 
 
 def _publish_kind(
     st: Statements,
     clock: ClockOrServer,
-    priority: int,
-    routing_key: str | None,
+    kind: Kind,
     rows: list[Row],
     plain: bool = False,
 ) -> Query[Statement]:
+    priority, routing_key, max_in_flight = kind
     params = {
         "groups": [r[0] for r in rows],
         "events": [r[1] for r in rows],
         "priority": priority,
         "routing_key": routing_key,
+        "max_in_flight": max_in_flight,
         "now": now_param(clock),
     }
     return Query(st.publish_many_plain if plain else st.publish_many, params)
 
 
 def _publish_many(
-    st: Statements, clock: ClockOrServer, kinds: dict[tuple[int, str | None], list[Row]]
+    st: Statements, clock: ClockOrServer, kinds: dict[Kind, list[Row]]
 ) -> Program[Statement, None]:
-    for (priority, routing_key), chosen in kinds.items():
-        yield _publish_kind(st, clock, priority, routing_key, chosen)
+    for kind, chosen in kinds.items():
+        yield _publish_kind(st, clock, kind, chosen)
 
 
 def claim(statements: Statements, clock: ClockOrServer, spec: ClaimSpec) -> Op[Lease[Any] | None]:

@@ -41,9 +41,10 @@ class SchedulingStatements:
         upsert_group = f"ON CONFLICT (group_id) DO UPDATE SET priority = {g}.priority"
         one = (":group_id ::text", ":routing_key ::text")
         self.schedule = positional(
-            f"INSERT INTO {s} (group_id, event, due_at, priority, routing_key, message_key) "
-            f"SELECT i.group_id, i.event, d.due_at, :priority ::bigint, :routing_key ::text, "
-            ":key ::text FROM unnest(:groups ::text[], :events ::text[]) "
+            f"INSERT INTO {s} (group_id, event, due_at, priority, routing_key, max_in_flight, "
+            f"message_key) SELECT i.group_id, i.event, d.due_at, :priority ::bigint, "
+            ":routing_key ::text, :max_in_flight ::integer, :key ::text "
+            "FROM unnest(:groups ::text[], :events ::text[]) "
             f"WITH ORDINALITY AS i(group_id, event, n) CROSS JOIN (SELECT {when} AS due_at) d "
             "ORDER BY i.n"
         )
@@ -69,9 +70,9 @@ class SchedulingStatements:
         )
         self.publish_keyed = positional(
             f"WITH {found}, {pauses(names, targets(*one))}, "
-            f"g AS (INSERT INTO {g} (group_id, priority, routing_key, last_claimed_at) "
-            "SELECT :group_id ::text, :priority ::integer, :routing_key ::text, "
-            f"{born(names, *one)} "
+            f"g AS (INSERT INTO {g} (group_id, priority, routing_key, max_in_flight, "
+            "last_claimed_at) SELECT :group_id ::text, :priority ::integer, :routing_key ::text, "
+            f":max_in_flight ::integer, {born(names, *one)} "
             f"WHERE NOT EXISTS (SELECT 1 FROM found) {upsert_group} RETURNING group_id), "
             f"w AS (INSERT INTO {m} (group_id, event, enqueued_at, message_key) "
             f"SELECT group_id, :event, {now}, :key ::text FROM g "
@@ -79,9 +80,10 @@ class SchedulingStatements:
         )
         self.schedule_keyed = positional(
             f"WITH {found}, w AS (INSERT INTO {s} "
-            "(group_id, event, due_at, priority, routing_key, message_key) "
-            f"SELECT :group_id ::text, :event, {when}, :priority ::bigint, :routing_key ::text, "
-            f":key ::text WHERE NOT EXISTS (SELECT 1 FROM found) RETURNING 1) {said}"
+            "(group_id, event, due_at, priority, routing_key, max_in_flight, message_key) "
+            f"SELECT :group_id ::text, :event, {when}, :priority ::bigint, "
+            ":routing_key ::text, :max_in_flight ::integer, :key ::text "
+            f"WHERE NOT EXISTS (SELECT 1 FROM found) RETURNING 1) {said}"
         )
         # A group the cancel emptied is dropped, as an ack drops one: only at the row version
         # the statement's snapshot saw (a publish since then updated it, and its message stays).
@@ -101,10 +103,10 @@ class SchedulingStatements:
             f"WHERE lk.got AND x.due_at <= {now} ORDER BY x.due_at, x.seq "
             "FOR UPDATE OF x SKIP LOCKED) RETURNING *), "
             "firsts AS (SELECT DISTINCT ON (group_id) group_id, priority, routing_key, "
-            "due_at, seq FROM due ORDER BY group_id, due_at, seq), "
+            "max_in_flight, due_at, seq FROM due ORDER BY group_id, due_at, seq), "
             f"{pauses(names, targets_of('firsts', 'routing_key'))}, "
-            f"g AS (INSERT INTO {g} (group_id, priority, routing_key, last_claimed_at) "
-            "SELECT f.group_id, f.priority, f.routing_key, "
+            f"g AS (INSERT INTO {g} (group_id, priority, routing_key, max_in_flight, "
+            "last_claimed_at) SELECT f.group_id, f.priority, f.routing_key, f.max_in_flight, "
             f"{born(names, 'f.group_id', 'f.routing_key')} FROM firsts f "
             f"ORDER BY f.due_at, f.seq {upsert_group} RETURNING group_id), "
             f"moved AS (INSERT INTO {m} (group_id, event, enqueued_at, message_key) "
@@ -147,9 +149,9 @@ def _due_params(due: Due | None) -> dict[str, Any]:
 
 
 def schedule(sc: SchedulingStatements, clock: Any, rows: list[Row], due: Due) -> One[None]:
-    """Put ``rows`` (one priority and routing key, as a publish gives them) in the scheduled
-    table, due at ``due``: one statement."""
-    for group_id, _, _, routing_key in rows:
+    """Put ``rows`` (of one priority, routing key and max_in_flight, as a publish gives them)
+    in the scheduled table, due at ``due``: one statement."""
+    for group_id, _, _, routing_key, _ in rows:
         no_nul("group_id", group_id)
         no_nul("routing_key", routing_key)
     params = {
@@ -157,6 +159,7 @@ def schedule(sc: SchedulingStatements, clock: Any, rows: list[Row], due: Due) ->
         "events": [r[1] for r in rows],
         "priority": rows[0][2] if rows else 0,
         "routing_key": rows[0][3] if rows else None,
+        "max_in_flight": rows[0][4] if rows else None,
         "key": None,
         "now": _now(clock),
         **_due_params(due),
@@ -168,7 +171,7 @@ def publish_keyed(
     sc: SchedulingStatements, clock: Any, row: Row, due: Due | None, key: str, replace: bool
 ) -> Locked[bool]:
     """A keyed publish: one statement under the key's lock, sent with it (one round trip)."""
-    group_id, event, priority, routing_key = row
+    group_id, event, priority, routing_key, max_in_flight = row
     no_nul("group_id", group_id)
     no_nul("routing_key", routing_key)
     no_nul("key", key)
@@ -177,6 +180,7 @@ def publish_keyed(
         "event": event,
         "priority": priority,
         "routing_key": routing_key,
+        "max_in_flight": max_in_flight,
         "key": key,
         "replace": replace,
         "now": _now(clock),

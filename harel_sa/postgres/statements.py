@@ -1,13 +1,12 @@
 """Every statement of the PostgreSQL backend under one prefix, written once, built once.
 
-The group design is ``bench/pg_baseline.py``'s (validated there under many concurrent
-claimers): a claim locks its group and head ``FOR UPDATE OF g, m SKIP LOCKED`` (:func:`_pick`);
-a publish upserts the group row, then inserts the message; an ack drops an emptied group only if
-its row is the version its snapshot saw (:meth:`Statements._drop_group`); a batch is set-based
-(:func:`_claim_many`, :func:`_acks`). "Now" is the server's (:data:`~harel_sa.postgres.compiled.
-SERVER_NOW`) unless the transport was given a clock: then the ``now`` parameter. Each statement
-is compiled once (:func:`~harel_sa.postgres.compiled.positional`) and sent prepared; the
-statements of scheduled and keyed messages are :mod:`~harel_sa.postgres.scheduling`'s.
+The group design is ``bench/pg_baseline.py``'s: a claim locks its group and head ``FOR UPDATE
+OF g, m SKIP LOCKED`` (:mod:`~harel_sa.postgres.claims`); a publish upserts the group row, then
+inserts the message; an ack drops an emptied group only if its row is the version its snapshot
+saw (:meth:`Statements._drop_group`); a batch is set-based (:func:`_acks`). "Now" is the
+server's (:data:`~harel_sa.postgres.compiled.SERVER_NOW`) unless the transport was given a
+clock: then the ``now`` parameter. Each statement is compiled once and sent prepared; those of
+scheduled and keyed messages are :mod:`~harel_sa.postgres.scheduling`'s.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from dataclasses import replace
 from functools import lru_cache
 from operator import itemgetter
 
+from harel_sa.postgres.claims import claim_many_sql, claim_sql
 from harel_sa.postgres.compiled import (
     CLIENT_NOW,
     IDENTITY,
@@ -30,13 +30,12 @@ from harel_sa.postgres.flow import (
     FlowStatements,
     born,
     controlled,
-    held,
     pauses,
     targets,
     targets_of,
 )
-from harel_sa.postgres.scheduling import due_probe, scheduling_for
-from harel_sa.rules import BATCH_MAX, LOOKAHEAD, PARKED
+from harel_sa.postgres.scheduling import scheduling_for
+from harel_sa.rules import BATCH_MAX, PARKED
 from harel_sa.schema import Names
 
 #: The sizes a batch's statements are built for (a batch uses the smallest that holds it): a
@@ -76,15 +75,17 @@ class Statements:
         # transport told there is none sends ``publish_plain`` for a while (flow.Seen), which
         # does not read the controls: a table more in a statement costs a publish about 5%.
         one = (":group_id ::text", ":routing_key ::text")
-        group = f"INSERT INTO {g} (group_id, priority, routing_key"
+        group = f"INSERT INTO {g} (group_id, priority, routing_key, max_in_flight"
         message = f"INSERT INTO {m} (group_id, event, enqueued_at) SELECT group_id, :event, {now} "
         self.publish_plain = positional(
-            f"WITH g AS ({group}) VALUES (:group_id, :priority, :routing_key ::text) "
+            f"WITH g AS ({group}) VALUES (:group_id, :priority, :routing_key ::text, "
+            ":max_in_flight ::integer) "
             f"{upsert_group} RETURNING group_id) {message}FROM g {notified}"
         )
         self.publish = positional(
             f"WITH {pauses(names, targets(*one))}, g AS ({group}, last_claimed_at) "
-            f"VALUES (:group_id, :priority, :routing_key ::text, {born(names, *one)}) "
+            "VALUES (:group_id, :priority, :routing_key ::text, :max_in_flight ::integer, "
+            f"{born(names, *one)}) "
             f"{upsert_group} RETURNING group_id), w AS ({message}FROM g {notified}) "
             f"SELECT {controlled(names)}"
         )
@@ -102,13 +103,15 @@ class Statements:
             f"CROSS JOIN (SELECT {now} AS now, {notify_sql(names)}) AS notified ORDER BY i.n"
         )
         self.publish_many_plain = positional(
-            f"{items}, g AS ({group}) SELECT group_id, :priority ::integer, :routing_key ::text "
-            f"FROM firsts ORDER BY n {upsert_group} RETURNING group_id) {messages}"
+            f"{items}, g AS ({group}) SELECT group_id, :priority ::integer, :routing_key ::text, "
+            f":max_in_flight ::integer FROM firsts ORDER BY n {upsert_group} "
+            f"RETURNING group_id) {messages}"
         )
         self.publish_many = positional(
             f"{items}, {pauses(names, targets_of('firsts', ':routing_key ::text'))}, "
             f"g AS ({group}, last_claimed_at) SELECT f.group_id, :priority ::integer, "
-            f":routing_key ::text, {born(names, 'f.group_id', ':routing_key ::text')} "
+            f":routing_key ::text, :max_in_flight ::integer, "
+            f"{born(names, 'f.group_id', ':routing_key ::text')} "
             f"FROM firsts f ORDER BY f.n {upsert_group} RETURNING group_id), w AS ({messages}) "
             f"SELECT {controlled(names)}"
         )
@@ -126,14 +129,16 @@ class Statements:
             f"gone AS (DELETE FROM {m} WHERE seq = :seq AND locked_by = :locked_by "
             "RETURNING seq, group_id, event, deliveries), "
             f"buried AS (INSERT INTO {d} "
-            "(seq, group_id, event, error, dead_at, deliveries, priority, routing_key) "
+            "(seq, group_id, event, error, dead_at, deliveries, priority, routing_key, "
+            "max_in_flight) "
             f"SELECT gone.seq, gone.group_id, gone.event, :error, {now}, "
-            "greatest(gone.deliveries - :uncount, 0), coalesce(g.priority, 0), g.routing_key "
+            "greatest(gone.deliveries - :uncount, 0), coalesce(g.priority, 0), g.routing_key, "
+            "g.max_in_flight "
             f"FROM gone LEFT JOIN {g} g ON g.group_id = gone.group_id "
             "ON CONFLICT (seq) DO UPDATE SET group_id = EXCLUDED.group_id, "
             "event = EXCLUDED.event, error = EXCLUDED.error, dead_at = EXCLUDED.dead_at, "
             "deliveries = EXCLUDED.deliveries, priority = EXCLUDED.priority, "
-            "routing_key = EXCLUDED.routing_key), "
+            "routing_key = EXCLUDED.routing_key, max_in_flight = EXCLUDED.max_in_flight), "
             f"dropped AS ({self._drop_group('gone')}) "
             "SELECT count(*) FROM gone"
         )
@@ -149,12 +154,14 @@ class Statements:
             f"deliveries = greatest(deliveries - 1, 0) {fence}"
         )
         # A parked group re-enters the rotation when its park ends, as if claimed then, so
-        # claims walk past it on the index instead of over it (it stays blocked meanwhile).
+        # claims walk past it on the index instead of over it (it stays blocked meanwhile). A
+        # group that runs several at once stays: its other messages may start meanwhile.
         self.park = positional(
             f"WITH parked AS (UPDATE {m} SET locked_by = '{PARKED}', "
             f"lock_expiry = {now} + :delay {fence} RETURNING group_id, lock_expiry), "
             f"deferred AS (UPDATE {g} g SET last_claimed_at = parked.lock_expiry FROM parked "
-            f"WHERE g.group_id = parked.group_id AND g.last_claimed_at > {PAUSED}) "
+            f"WHERE g.group_id = parked.group_id AND g.last_claimed_at > {PAUSED} "
+            "AND g.max_in_flight IS NULL) "
             "SELECT count(*) FROM parked"
         )
         self.extend = positional(f"UPDATE {m} SET lock_expiry = {now} + :visibility {fence}")
@@ -251,11 +258,11 @@ class Statements:
         # of their first dead message; an existing group's row is locked (the upsert), so an
         # ack draining it meanwhile cannot drop it under the requeued messages.
         self.requeue_groups = positional(
-            "WITH firsts AS (SELECT DISTINCT ON (group_id) group_id, priority, routing_key, seq "
-            f"FROM {d} WHERE {pick} ORDER BY group_id, seq), "
+            "WITH firsts AS (SELECT DISTINCT ON (group_id) group_id, priority, routing_key, "
+            f"max_in_flight, seq FROM {d} WHERE {pick} ORDER BY group_id, seq), "
             f"{pauses(names, targets_of('firsts', 'routing_key'))} "
-            f"INSERT INTO {g} (group_id, priority, routing_key, last_claimed_at) "
-            "SELECT f.group_id, f.priority, f.routing_key, "
+            f"INSERT INTO {g} (group_id, priority, routing_key, max_in_flight, last_claimed_at) "
+            "SELECT f.group_id, f.priority, f.routing_key, f.max_in_flight, "
             f"{born(names, 'f.group_id', 'f.routing_key')} FROM firsts f ORDER BY f.seq "
             f"{upsert_group}"
         )
@@ -281,11 +288,11 @@ class Statements:
         lease with a token of its own: bind ``limit`` (at most ``size``) and ``tokens``
         (``limit`` ``locked_by`` values, in rotation order) besides the claim's parameters.
         Returns, in rotation order, what :meth:`claim` returns and the head's lock before
-        (``locked_by``, ``lock_expiry``). See :func:`_claim_many`."""
+        (``locked_by``, ``lock_expiry``). See :func:`~harel_sa.postgres.claims.claim_many_sql`."""
         try:
             return self._claims_many[min_priority, keys, size]
         except KeyError:
-            built = self._claims_many[min_priority, keys, size] = _claim_many(
+            built = self._claims_many[min_priority, keys, size] = claim_many_sql(
                 self.names, self.now, min_priority, keys, size
             )
             return built
@@ -325,136 +332,10 @@ class Statements:
         try:  # a dict, not an lru_cache: that would hash the Names on every claim
             return self._claims[min_priority, keys]
         except KeyError:
-            built = self._claims[min_priority, keys] = _claim(
+            built = self._claims[min_priority, keys] = claim_sql(
                 self.names, self.now, min_priority, keys
             )
             return built
-
-
-def _eligible(m: str, now: str, *more: str | None) -> str:
-    # The head is free, and so are the next LOOKAHEAD rows: only a head is ever leased, a
-    # lease below it means another program inserted rows below a leased head. The next rows'
-    # seqs come from the head's own scan of the group (``head.next<i>``, see _pick), and each
-    # row is read by its key.
-    nexts = ", ".join(f"head.next{i}" for i in range(1, LOOKAHEAD + 1))
-    ahead = f"SELECT x.locked_by, x.lock_expiry FROM {m} x WHERE x.seq IN ({nexts})"
-    where = [
-        "NOT " + live_lease("m", now),
-        f"NOT EXISTS (SELECT 1 FROM ({ahead}) n WHERE {live_lease('n', now)})",
-    ]
-    where += [condition for condition in more if condition is not None]
-    return " AND ".join(where)
-
-
-#: What a batch's claim also reads of each head it leases: its lock before, to put it back.
-_WAS = ", m.locked_by AS was_by, m.lock_expiry AS was_expiry"
-
-
-def _pick(names: Names, now: str, where: str, size: int = 1, more: str = "") -> str:
-    """The first ``size`` leasable groups of those ``where`` admits, in round-robin order, with
-    their heads; both rows locked ``FOR UPDATE OF g, m SKIP LOCKED``: PostgreSQL re-checks the
-    head's lease condition on the newest row version, so two claimers never lease one head (a
-    lease test as a sub-query reads the statement's snapshot and double-delivers). LIMIT is a
-    literal: with a parameter the cached generic plan gives up the index walk."""
-    m, g = names.messages, names.groups
-    # The head and the seqs of the LOOKAHEAD messages after it, from one index-only scan of
-    # the group on (group_id, seq): the next entries are on the page the head's lookup read
-    # anyway. The group is spelled as a range and the order as the index's, so that only this
-    # index returns its rows in order: with "group_id = ..." the order by group_id is implied,
-    # and with few groups (deep ones) the planner walked the primary key instead, filtering
-    # by group, through every row up to the group's (or, for the next ones, to the end).
-    order = "ORDER BY h.group_id, h.seq"
-    nexts = "".join(
-        f", lead(h.seq, {i}) OVER ({order}) AS next{i}" for i in range(1, LOOKAHEAD + 1)
-    )
-    # Paused groups sit before the walk's start (a condition a locked row is re-checked on);
-    # a held one met on the way is passed.
-    where = f"g.last_claimed_at > {PAUSED} AND NOT {held(names, 'g', now)} AND {where}"
-    return (
-        f"SELECT g.group_id, m.seq, g.last_claimed_at AS before, g.arrival{more} "
-        f"FROM {g} g CROSS JOIN LATERAL (SELECT h.seq{nexts} FROM {m} h "
-        f"WHERE h.group_id >= g.group_id AND h.group_id <= g.group_id {order} LIMIT 1) head "
-        f"JOIN {m} m ON m.seq = head.seq WHERE {where} "
-        f"ORDER BY g.last_claimed_at, g.arrival LIMIT {int(size)} FOR UPDATE OF g, m SKIP LOCKED"
-    )
-
-
-def _picks(names: Names, now: str, min_priority: int, keys: int, size: int, more: str) -> str:
-    """The ``pick`` of a claim: a walk of the groups in round-robin order (with routing keys,
-    one lane per key, their winners compared), ``size`` groups at most."""
-    m = names.messages
-    if not keys:
-        # Spelled as the floor's partial index's WHERE, so the planner walks that index.
-        floor = f"g.priority >= {int(min_priority)}" if min_priority > 0 else None
-        walk = _pick(names, now, _eligible(m, now, floor), size, more)
-        if size == 1:
-            return f"pick AS ({walk})"
-        # The walk locks the rows as the outer LIMIT pulls them: ``limit``, not ``size``.
-        return f"pick AS (SELECT * FROM ({walk}) w LIMIT :limit)"
-    floor = "g.priority >= :min_priority" if min_priority > 0 else None
-    key = "g.routing_key = (:keys ::text[])[{}]"
-    lanes = [
-        f"lane{i} AS MATERIALIZED "
-        f"({_pick(names, now, _eligible(m, now, key.format(i + 1), floor), size, more)})"
-        for i in range(keys)
-    ]
-    union = " UNION ALL ".join(f"SELECT * FROM lane{i}" for i in range(keys))
-    limit = "1" if size == 1 else ":limit"
-    return (
-        f"{', '.join(lanes)}, pick AS (SELECT * FROM ({union}) w "
-        f"ORDER BY w.before, w.arrival LIMIT {limit})"
-    )
-
-
-#: A claim's new delivery count: one more, unless it is already at the largest INTEGER or past
-#: it (only a row other programs wrote can be), where it stays: no count in the table can make
-#: the claim overflow (databases older than the BIGINT column have INTEGER).
-COUNTED = "CASE WHEN m.deliveries >= 2147483647 THEN m.deliveries ELSE m.deliveries + 1 END"
-
-
-def _claim(names: Names, now: str, min_priority: int, keys: int) -> Statement:
-    """:meth:`Statements.claim`: leases the head and touches its group in the same statement."""
-    m, g = names.messages, names.groups
-    picks = _picks(names, now, min_priority, keys, 1, "")
-    return positional(
-        f"WITH {picks}, "
-        f"lease AS (UPDATE {m} m SET locked_by = :locked_by, "
-        f"lock_expiry = {now} + :visibility, deliveries = {COUNTED} "
-        "FROM pick WHERE m.seq = pick.seq RETURNING m.seq, m.group_id, m.event, m.deliveries), "
-        # The one group by its key: a join with pick was hashed over a small groups table.
-        f"touch AS (UPDATE {g} g SET last_claimed_at = {now} "
-        "WHERE g.group_id = (SELECT pick.group_id FROM pick)) "
-        "SELECT l.seq, l.group_id, l.event, l.deliveries, pick.before, "
-        f"{due_probe(names, now)} FROM lease l JOIN pick ON pick.seq = l.seq",
-        steered=True,
-    )
-
-
-def _claim_many(names: Names, now: str, min_priority: int, keys: int, size: int) -> Statement:
-    """The claim of up to ``size`` groups: the walk of :func:`_claim` that goes on past the
-    first group, up to ``limit``; each head leased with the ``locked_by`` of its rank in the
-    rotation (``tokens``), each group touched; returned in rotation order. The rows are what
-    ``limit`` successive claims would lease, as long as none of them is a head the caller sets
-    aside (dead-lettered), after which successive claims would walk again.
-
-    With routing keys, each lane takes up to ``size`` groups and the lanes' first ``limit`` win;
-    the losers' row locks last as long as the claim's transaction (other claimers skip those
-    groups meanwhile), as with :func:`_claim`'s lanes."""
-    m, g = names.messages, names.groups
-    picks = _picks(names, now, min_priority, keys, size, _WAS)
-    return positional(
-        f"WITH {picks}, "
-        "ranked AS (SELECT pick.*, row_number() OVER (ORDER BY pick.before, pick.arrival) AS k "
-        "FROM pick), "
-        f"lease AS (UPDATE {m} m SET locked_by = (:tokens ::text[])[r.k], "
-        f"lock_expiry = {now} + :visibility, deliveries = {COUNTED} "
-        "FROM ranked r WHERE m.seq = r.seq RETURNING m.seq, m.event, m.deliveries), "
-        f"touch AS (UPDATE {g} g SET last_claimed_at = {now} FROM ranked r "
-        "WHERE g.group_id = r.group_id) "
-        "SELECT l.seq, r.group_id, l.event, l.deliveries, r.before, r.was_by, r.was_expiry, "
-        f"{due_probe(names, now)} FROM lease l JOIN ranked r ON r.seq = l.seq ORDER BY r.k",
-        steered=True,
-    )
 
 
 def _acks(names: Names, size: int) -> Statement:

@@ -26,16 +26,16 @@ def publish(
     clock: Clock,
     rows: list[Row],
 ) -> None:
-    """Append ``(group_id, event_json, priority, routing_key)`` rows, all in one transaction,
+    """Append :data:`~harel_sa.seam.Row`\\ s, all in one transaction,
     each enqueued at the clock's now.
 
     A message and its group row commit together: no crash leaves a message without a group.
     """
     with immediate_transaction(conn):
         now = clock()
-        for group_id, event, priority, routing_key in rows:
+        for group_id, event, *group in rows:
             conn.execute(statements.insert_message, (group_id, event, now))
-            conn.execute(statements.insert_group, (group_id, priority, routing_key))
+            conn.execute(statements.insert_group, (group_id, *group))
 
 
 def schedule(

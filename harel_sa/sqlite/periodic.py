@@ -57,7 +57,7 @@ def publish_tick(
         record = st.advance if catch_up else st.advance_or_start
         if not conn.execute(record, {"name": name, "tick": tick}).fetchall():
             return False
-        group_id, event, priority, routing_key = row
+        group_id, event, *group = row
         conn.execute(statements.insert_message, (group_id, event, clock()))
-        conn.execute(statements.insert_group, (group_id, priority, routing_key))
+        conn.execute(statements.insert_group, (group_id, *group))
         return True

@@ -31,16 +31,18 @@ class SchedulingStatements:
     def __init__(self, names: Names, drop_group_if_empty: Compiled) -> None:
         m, g, s = names.messages, names.groups, names.scheduled
         self.schedule = named(
-            f"INSERT INTO {s} (group_id, event, due_at, priority, routing_key, message_key) "
-            "VALUES (:group_id, :event, :due_at, :priority, :routing_key, :key)"
+            f"INSERT INTO {s} (group_id, event, due_at, priority, routing_key, max_in_flight, "
+            "message_key) VALUES (:group_id, :event, :due_at, :priority, :routing_key, "
+            ":max_in_flight, :key)"
         )
         self.insert_keyed = named(
             f"INSERT INTO {m} (group_id, event, enqueued_at, message_key) "
             "VALUES (:group_id, :event, :now, :key)"
         )
         self.insert_group = named(
-            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key, last_claimed_at) "
-            "VALUES (:group_id, :priority, :routing_key, "
+            f"INSERT OR IGNORE INTO {g} "
+            "(group_id, priority, routing_key, max_in_flight, last_claimed_at) "
+            "VALUES (:group_id, :priority, :routing_key, :max_in_flight, "
             f"{born(names, ':group_id', ':routing_key')})"
         )
         # A keep publish: its look and its write in one statement (under the write lock).
@@ -53,8 +55,9 @@ class SchedulingStatements:
             f"SELECT :group_id, :event, :now, :key {none_waiting}"
         )
         self.schedule_unless_waiting = named(
-            f"INSERT INTO {s} (group_id, event, due_at, priority, routing_key, message_key) "
-            f"SELECT :group_id, :event, :due_at, :priority, :routing_key, :key {none_waiting}"
+            f"INSERT INTO {s} (group_id, event, due_at, priority, routing_key, max_in_flight, "
+            "message_key) SELECT :group_id, :event, :due_at, :priority, :routing_key, "
+            f":max_in_flight, :key {none_waiting}"
         )
         self.find_waiting = named(
             f"SELECT 'm', seq FROM {m} WHERE message_key = :key AND {_WAITING} "
@@ -75,8 +78,9 @@ class SchedulingStatements:
         self.due = named(f"SELECT 1 FROM {s} WHERE due_at <= :now LIMIT 1")
         due_order = f"FROM {s} WHERE due_at <= :now ORDER BY due_at, seq"
         self.promote_groups = named(
-            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key, last_claimed_at) "
-            "SELECT group_id, priority, routing_key, "
+            f"INSERT OR IGNORE INTO {g} "
+            "(group_id, priority, routing_key, max_in_flight, last_claimed_at) "
+            "SELECT group_id, priority, routing_key, max_in_flight, "
             f"{born(names, f'{s}.group_id', f'{s}.routing_key')} {due_order}"
         )
         self.promote_messages = named(
@@ -112,16 +116,28 @@ def due_at(due: Due, now: float) -> float:
 def schedule(st: SchedulingStatements, now: float, rows: list[Row], due: Due) -> Program[Any, None]:
     """Put ``rows`` in the scheduled table, due at ``due``."""
     when = due_at(due, now)
-    for group_id, event, priority, routing_key in rows:
+    for group_id, event, priority, routing_key, max_in_flight in rows:
         params = {
             "group_id": group_id,
             "event": event,
             "due_at": when,
             "priority": priority,
             "routing_key": routing_key,
+            "max_in_flight": max_in_flight,
             "key": None,
         }
         yield Query(st.schedule, params)
+
+
+def _group(row: Row) -> dict[str, object]:
+    """The group row's columns ``row`` gives (a keyed publish's parameters)."""
+    group_id, _, priority, routing_key, max_in_flight = row
+    return {
+        "group_id": group_id,
+        "priority": priority,
+        "routing_key": routing_key,
+        "max_in_flight": max_in_flight,
+    }
 
 
 def publish_keyed(
@@ -130,8 +146,8 @@ def publish_keyed(
     """Publish ``row`` with ``key``: ``True`` when a message was written; ``False`` when a
     waiting one has the key (then, with ``replace``, it took the event, and the due time:
     a scheduled one is due at ``due`` or now; a queued one keeps its place)."""
-    group_id, event, priority, routing_key = row
-    group = {"group_id": group_id, "priority": priority, "routing_key": routing_key}
+    group_id, event, *_ = row
+    group = _group(row)
     # keep: one statement looks and writes; the group row only when it wrote (the outbox's
     # path: the transport runs the same two statements as :func:`keep`, without a program)
     if not replace:
@@ -171,8 +187,8 @@ def keep(
     """:func:`publish_keyed`'s ``keep`` on ``conn`` (in the caller's transaction), its two
     statements run as they are, not through a program: a keyed publish's common case (a change
     to one is a change to both; the contract tests run both, through the outbox too)."""
-    group_id, event, priority, routing_key = row
-    group = {"group_id": group_id, "priority": priority, "routing_key": routing_key}
+    group_id, event, *_ = row
+    group = _group(row)
     if due is not None:
         params = {**group, "event": event, "due_at": due_at(due, now), "key": key}
         return conn.execute(st.schedule_unless_waiting, params).rowcount == 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 
-from harel_sa.rules import BATCH_MAX, LOOKAHEAD, PARKED
+from harel_sa.rules import BATCH_MAX, LOOKAHEAD, MAX_IN_FLIGHT, PARKED
 from harel_sa.schema import MAX_PRIORITY, Names
 from harel_sa.sqlite.compiled import Compiled, named, positional
 from harel_sa.sqlite.flow import PAUSED, FlowStatements, born, held
@@ -98,6 +98,40 @@ def eligible(messages: str, head: str, group: str) -> str:
     )
 
 
+def window(group: str) -> str:
+    """How many messages of group row ``group`` may be in flight at once: its
+    ``max_in_flight`` when that is an integer above 1 (at most
+    :data:`~harel_sa.rules.MAX_IN_FLIGHT`), else 1."""
+    n = f"{group}.max_in_flight"
+    return (
+        f"(CASE WHEN typeof({n}) = 'integer' AND {n} > 1 THEN min({n}, {MAX_IN_FLIGHT}) ELSE 1 END)"
+    )
+
+
+def next_free(messages: str, group: str) -> str:
+    """The ``seq`` a claim may lease of group row ``group`` that has ``max_in_flight`` set:
+    its first message not in flight, provided fewer than N (its :func:`window`) of its first
+    N + :data:`LOOKAHEAD` are (rows inserted below leased ones, as :func:`eligible` guards
+    against; that message is then among the first N); else ``NULL``.
+
+    Messages start in publish order, so those in flight are the first ones: the walk of the
+    group's first messages (one index step each) is at most N + LOOKAHEAD long."""
+    m = messages
+    step = (
+        f"SELECT x.seq, x.locked_by, x.lock_expiry, w.k + 1 FROM w JOIN {m} AS x ON x.seq = "
+        f"(SELECT min(y.seq) FROM {m} AS y WHERE y.group_id = {group}.group_id "
+        f"AND y.seq > w.seq) WHERE w.k < {window(group)} + {LOOKAHEAD}"
+    )
+    return (
+        "(WITH RECURSIVE w(seq, locked_by, lock_expiry, k) AS ("
+        f"SELECT x.seq, x.locked_by, x.lock_expiry, 1 FROM {m} AS x "
+        f"WHERE x.seq = {head_of(m, group)} UNION ALL {step}) "
+        f"SELECT CASE WHEN sum({live_lease('w')}) < {window(group)} THEN "
+        f"min(CASE WHEN NOT ({live_lease('w')}) THEN w.seq END) "
+        "END FROM w)"
+    )
+
+
 class Statements:
     """Every statement of the queue under one prefix. Build with :func:`statements_for`.
 
@@ -116,10 +150,11 @@ class Statements:
         # The first publish of a group fixes its priority and routing key until it drains.
         # A new group enters the rotation where a pause or backoff of it puts its groups.
         self.insert_group = positional(
-            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key, last_claimed_at) "
-            "VALUES (:group_id, :priority, :routing_key, "
+            f"INSERT OR IGNORE INTO {g} "
+            "(group_id, priority, routing_key, max_in_flight, last_claimed_at) "
+            "VALUES (:group_id, :priority, :routing_key, :max_in_flight, "
             f"{born(names, ':group_id', ':routing_key')})",
-            *("group_id", "priority", "routing_key"),
+            *("group_id", "priority", "routing_key", "max_in_flight"),
         )
         # What a claim writes, one statement each for its ``n`` leases (a single claim's
         # ``n`` is 1): the groups marked claimed, by the rowids its select read in the same
@@ -151,10 +186,12 @@ class Statements:
             *("seq", "locked_by", "until"),
         )
         # A parked group re-enters the rotation when its park ends, as if claimed then, so
-        # claims walk past it on the index instead of over it (it stays blocked meanwhile).
+        # claims walk past it on the index instead of over it (it stays blocked meanwhile). A
+        # group that runs several at once stays: its other messages may start meanwhile.
         self.move_group_to_park_end = positional(
             f"UPDATE {g} SET last_claimed_at = max(last_claimed_at, :until) "
-            f"WHERE group_id = :group_id AND last_claimed_at > {PAUSED}",
+            f"WHERE group_id = :group_id AND last_claimed_at > {PAUSED} "
+            "AND max_in_flight IS NULL",
             *("until", "group_id"),
         )
         self.free = positional(
@@ -167,9 +204,10 @@ class Statements:
         # UTF-8 text is moved as it is, and an earlier dead letter of the same seq is replaced.
         self.copy_to_dead = named(
             f"INSERT OR REPLACE INTO {d} "
-            "(seq, group_id, event, error, dead_at, deliveries, priority, routing_key) "
+            "(seq, group_id, event, error, dead_at, deliveries, priority, routing_key, "
+            "max_in_flight) "
             f"SELECT m.seq, m.group_id, m.event, :error, :now, {count_of('m.deliveries')}, "
-            f"{priority_of('g.priority')}, g.routing_key "
+            f"{priority_of('g.priority')}, g.routing_key, g.max_in_flight "
             f"FROM {m} AS m LEFT JOIN {g} AS g ON g.group_id = m.group_id WHERE m.seq = :seq"
         )
         self.delete_message = named(f"DELETE FROM {m} WHERE seq = :seq")
@@ -276,8 +314,9 @@ class Statements:
             f"FROM {d} WHERE {pick} ORDER BY seq"
         )
         self.requeue_groups = named(
-            f"INSERT OR IGNORE INTO {g} (group_id, priority, routing_key, last_claimed_at) "
-            "SELECT group_id, priority, routing_key, "
+            f"INSERT OR IGNORE INTO {g} "
+            "(group_id, priority, routing_key, max_in_flight, last_claimed_at) "
+            "SELECT group_id, priority, routing_key, max_in_flight, "
             f"{born(self.names, f'{d}.group_id', f'{d}.routing_key')} "
             f"FROM {d} WHERE {pick} ORDER BY seq"
         )
@@ -415,12 +454,16 @@ def _lane(names: Names, where: str, limit: str) -> str:
         # Whether a scheduled message is due (then the claim promotes and selects again): one
         # step of the due index, the claim's whole cost of scheduled messages.
         f"{probe(names)} AS due "
-        f"FROM {g} AS g LEFT JOIN {m} AS m ON m.seq = {head_of(m, 'g')} "
+        # A group that runs one message at a time (max_in_flight NULL) offers its head; one
+        # that runs several, the first of its window not in flight (NULL: none may start).
+        f"FROM {g} AS g LEFT JOIN {m} AS m ON m.seq = CASE WHEN g.max_in_flight IS NULL "
+        f"THEN {head_of(m, 'g')} ELSE {next_free(m, 'g')} END "
         # Paused groups sit before the walk's start. A group backing off sits at its backoff's
         # end, in the future: only such a group is looked up in the controls (see flow.py).
         f"WHERE {where} AND g.last_claimed_at > {PAUSED} "
         f"AND (g.last_claimed_at <= :now OR NOT {held(names, 'g')}) "
-        f"AND {eligible(m, 'm', 'g')} "
+        f"AND CASE WHEN g.max_in_flight IS NULL THEN {eligible(m, 'm', 'g')} "
+        f"ELSE m.seq IS NOT NULL OR {no_messages(m, 'g.group_id')} END "
         f"ORDER BY {rotation('g')} LIMIT {limit}"
     )
 

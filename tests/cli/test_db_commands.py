@@ -113,14 +113,12 @@ def test_a_downgrade_that_would_destroy_rows_refuses_unless_forced(cli: Cli, db:
 def test_db_history_lists_the_revisions_oldest_first(cli: Cli) -> None:
     done = cli("db", "history", "--json")
     revisions = as_json(done)
-    assert [r["revision"] for r in revisions] == [
-        f"harel_sa_000{n}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9)
-    ]
+    assert [r["revision"] for r in revisions] == [f"harel_sa_{n:04d}" for n in range(1, 11)]
     assert revisions[0]["down_revision"] is None and revisions[1]["down_revision"] == (
         "harel_sa_0001"
     )
     text = cli("db", "history").stdout.splitlines()
-    assert text[-1].split()[:3] == [HEAD_REVISION, "harel_sa_0008", "head"]
+    assert text[-1].split()[:3] == [HEAD_REVISION, "harel_sa_0009", "head"]
 
 
 def test_db_stamp_adopts_a_file_that_records_nothing(cli: Cli, db: str) -> None:

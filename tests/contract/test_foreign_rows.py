@@ -262,6 +262,29 @@ def test_messages_inserted_below_a_leased_head_never_give_its_group_a_second_lea
     assert got == [f"restored{s}" for s in range(1, below + 1)] + ["tail"]
 
 
+@pytest.mark.parametrize("below", range(1, max(LOOKAHEAD, 1) + 1))
+def test_messages_inserted_below_a_full_window_never_give_its_group_one_lease_more(
+    q: Any, raw: Raw, clock: FakeClock, below: int
+) -> None:
+    # The same rule for a group that runs several at once (max_in_flight=2): its window is
+    # its first 2 messages, and no lease starts while 2 of its first 2 + LOOKAHEAD are leased.
+    for i in range(below):
+        q.publish("filler", ev(f"f{i}"))
+    assert len(drain(q)) == below
+    for kind in ("first", "second", "third"):
+        q.publish("g", ev(kind), max_in_flight=2)
+    held = [q.claim("w", VIS), q.claim("w", VIS)]
+    assert [lease.event.kind for lease in held] == ["first", "second"]
+    for s in range(1, below + 1):
+        plant(raw, "g", ev(f"restored{s}").model_dump_json().encode(), seq=s)
+    assert q.claim("w", VIS) is None
+    assert live_leases(raw, "g", clock.now) == 2
+    assert q.ack(held[0])
+    # Then the window moves on in seq order: the restored rows first.
+    assert q.claim("w", VIS).event.kind == "restored1"
+    assert live_leases(raw, "g", clock.now) == 2
+
+
 def plant_empty_groups(raw: Raw, n: int, **columns: object) -> None:
     names = ", ".join(["group_id", *columns])
     marks = ", ".join("?" for _ in range(1 + len(columns)))

@@ -223,6 +223,6 @@ def assert_day_to_day_commands(host: Host) -> None:
     assert f"CREATE TABLE IF NOT EXISTS {Names(host.prefix).messages} (" in offline
 
     host.alembic("downgrade", "harel_sa@-1")
-    assert version(host.db, table="alembic_version") == ["app_0001", "harel_sa_0008"]
+    assert version(host.db, table="alembic_version") == ["app_0001", "harel_sa_0009"]
     host.alembic("upgrade", "heads")
     assert version(host.db, table="alembic_version") == ["app_0001", HEAD_REVISION]

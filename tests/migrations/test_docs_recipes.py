@@ -19,7 +19,7 @@ def test_the_python_api_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     exec(compile(recipe("api"), str(DOC), "exec"), {})
     db = tmp_path / "queue.db"
     assert version(db) == [HEAD_REVISION]
-    assert version(db, "jobs") == ["harel_sa_0008"]  # head, then -1
+    assert version(db, "jobs") == ["harel_sa_0009"]  # head, then -1
 
 
 def test_the_standalone_ini_recipe(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ def test_head_revision_is_the_head_of_the_script_directory() -> None:
 def test_every_revision_id_fits_alembic_version_varchar_32() -> None:
     ids = [rev.revision for rev in SCRIPT.walk_revisions()]
     assert ids == [
+        "harel_sa_0010",
         "harel_sa_0009",
         "harel_sa_0008",
         "harel_sa_0007",
@@ -65,6 +66,7 @@ def test_the_revisions_ship_inside_the_package() -> None:
         "harel_sa_0007_scheduled_and_keys.py",
         "harel_sa_0008_periodic.py",
         "harel_sa_0009_controls.py",
+        "harel_sa_0010_group_concurrency.py",
     }
 
 

@@ -48,7 +48,7 @@ def test_behind_in_the_host_is_told_to_run_the_hosts_upgrade_and_db_upgrade_refu
     host.alembic("downgrade", "harel_sa@-1")
     done = harel_sa(host, "db", "check", "--db", "app.db", ok=False)
     assert done.returncode == 1
-    assert "harel_sa_0008 (recorded in alembic_version, your Alembic history)" in done.stdout
+    assert "harel_sa_0009 (recorded in alembic_version, your Alembic history)" in done.stdout
     assert (
         "Run `alembic upgrade heads` (`flask db upgrade heads` with Flask-Migrate)" in done.stdout
     )
@@ -79,7 +79,7 @@ def test_two_records_that_disagree_are_an_error_with_the_command_that_fixes_it(
     assert done.returncode == 1
     assert "recorded twice, and the records disagree" in done.stdout
     assert f"{OWN} (harel_sa's own) says {HEAD_REVISION}" in done.stdout
-    assert "alembic_version (your Alembic history) says harel_sa_0008" in done.stdout
+    assert "alembic_version (your Alembic history) says harel_sa_0009" in done.stdout
     current = harel_sa(host, "db", "current", "--db", "app.db").stdout
     assert "recorded twice, and the records disagree" in current
     with pytest.raises(SchemaError, match="disagree"):

@@ -31,34 +31,27 @@ BODY = Path(__file__).with_name("rolling_body.py")
 HAREL_SA = Path(sys.executable).with_name("harel-sa")
 #: The newest revision each dialect's schema changes at (0006 is PostgreSQL's indexes only).
 NEWEST = {
-    "postgresql": "harel_sa_0009_controls.py",
-    "sqlite": "harel_sa_0009_controls.py",
+    "postgresql": "harel_sa_0010_group_concurrency.py",
+    "sqlite": "harel_sa_0010_group_concurrency.py",
 }
 GROUPS, BACKLOG, WORKERS = 40, 2000, 3
 
 
 def previous_release(revision_file: str, into: Path) -> Path:
-    """harel_sa as it stood just before ``revision_file`` was added, unpacked under ``into``."""
-    added = subprocess.run(
-        [
-            "git",
-            "log",
-            "--diff-filter=A",
-            "--format=%H",
-            "--",
-            f"migrations/versions/{revision_file}",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
-    assert added, (
+    """harel_sa as it stood just before ``revision_file`` was added, unpacked under ``into``
+    (while the revision is only in the work tree, not yet committed: the last commit's)."""
+    path = f"migrations/versions/{revision_file}"
+    if (REPO / path).exists() and git("ls-files", "--error-unmatch", path).returncode:
+        release: str | None = "HEAD"
+    else:
+        added = git("log", "--diff-filter=A", "--format=%H", "--", path).stdout.split()
+        release = f"{added[-1]}^" if added else None
+    assert release, (
         f"the git history that added {revision_file} is not in {REPO}: this test needs a clone "
         "with history (not a shallow one)"
     )
     archive = subprocess.run(
-        ["git", "archive", "--format=tar", f"{added[-1]}^", "harel_sa"],
+        ["git", "archive", "--format=tar", release, "harel_sa"],
         cwd=REPO,
         capture_output=True,
         check=True,
@@ -66,6 +59,10 @@ def previous_release(revision_file: str, into: Path) -> Path:
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
     return into
+
+
+def git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
 
 
 def old(checkout: Path, *args: object, out: Path) -> subprocess.Popen[bytes]:

@@ -23,7 +23,7 @@ def assert_reviewable(text: str, names: Names) -> None:
     assert f"CREATE TABLE {names.version_table} (" in text
     assert f"INSERT INTO {names.version_table} (version_num) VALUES ('harel_sa_0001')" in text
     assert f"SET version_num='{HEAD_REVISION}'" in text
-    assert text.count("-- Running upgrade") == 9  # harel_sa_0001 .. harel_sa_0009
+    assert text.count("-- Running upgrade") == 10  # harel_sa_0001 .. harel_sa_0010
 
 
 def test_upgrade_heads_sql_prints_the_ddl_and_touches_nothing(tmp_path: Path) -> None:
@@ -67,6 +67,7 @@ def test_a_range_prints_only_what_a_database_at_that_revision_needs(tmp_path: Pa
         ("harel_sa_0006", "harel_sa_0007"),
         ("harel_sa_0007", "harel_sa_0008"),
         ("harel_sa_0008", "harel_sa_0009"),
+        ("harel_sa_0009", "harel_sa_0010"),
     ]
     assert "ADD COLUMN routing_key" not in text
     assert "CREATE TABLE IF NOT EXISTS harel_transport_messages" not in text

@@ -41,6 +41,11 @@ ADDED = {
     },
     "harel_sa_0008": {NAMES.periodic},
     "harel_sa_0009": {NAMES.controls},
+    "harel_sa_0010": {
+        "column:groups.max_in_flight",
+        "column:scheduled.max_in_flight",
+        "column:dead.max_in_flight",
+    },
 }
 
 
@@ -60,6 +65,9 @@ def objects(path: Path) -> set[str]:
         found.add("column:messages.enqueued_at")
     if "message_key" in columns(path, NAMES.messages):
         found.add("column:messages.message_key")
+    for table in ("groups", "scheduled", "dead"):
+        if "max_in_flight" in columns(path, getattr(NAMES, table)):
+            found.add(f"column:{table}.max_in_flight")
     return found
 
 
@@ -74,7 +82,7 @@ def url(path: Path) -> str:
 def test_upgrade_head_from_the_repo_root_on_an_empty_file(tmp_path: Path) -> None:
     path = tmp_path / "queue.db"
     done = alembic("-x", url(path), "upgrade", "head")
-    assert "Running upgrade harel_sa_0008 -> harel_sa_0009" in done.stderr
+    assert "Running upgrade harel_sa_0009 -> harel_sa_0010" in done.stderr
     assert version(path) == [HEAD_REVISION]
     assert_schema_is_metadata(path)
     assert alembic("-x", url(path), "current").stdout.split() == [HEAD_REVISION, "(head)"]
@@ -98,8 +106,8 @@ def test_downgrade_minus_one_from_head_undoes_only_the_last_revision(tmp_path: P
     alembic("-x", url(path), "upgrade", "head")
     before, objs = kept(path), objects(path)
     alembic("-x", url(path), "downgrade", "-1")
-    assert version(path) == ["harel_sa_0008"]
-    assert objects(path) == objs - ADDED["harel_sa_0009"]
+    assert version(path) == ["harel_sa_0009"]
+    assert objects(path) == objs - ADDED["harel_sa_0010"]
     assert kept(path) == before
 
 
@@ -113,6 +121,7 @@ def test_each_downgrade_step_keeps_every_row_then_upgrade_restores_head(
     keys = rows(path, NAMES.groups, ["group_id", "routing_key"])
     objs = objects(path)
     for undone, now_at in (
+        ("harel_sa_0010", "harel_sa_0009"),
         ("harel_sa_0009", "harel_sa_0008"),
         ("harel_sa_0008", "harel_sa_0007"),
         ("harel_sa_0007", "harel_sa_0006"),

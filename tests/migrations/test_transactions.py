@@ -37,8 +37,8 @@ BOOM = textwrap.dedent(
     import sqlalchemy as sa
     from alembic import op
 
-    revision = "harel_sa_0010"
-    down_revision = "harel_sa_0009"
+    revision = "harel_sa_0011"
+    down_revision = "harel_sa_0010"
     branch_labels = None
     depends_on = None
 
@@ -58,12 +58,12 @@ BOOM = textwrap.dedent(
 
 @pytest.fixture
 def broken_scripts(tmp_path: Path) -> Path:
-    """A copy of harel_sa's migrations directory with a failing ``harel_sa_0009`` on top."""
+    """A copy of harel_sa's migrations directory with a failing ``harel_sa_0011`` on top."""
     copy = tmp_path / "broken_migrations"
     shutil.copytree(
         REPO / "migrations", copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
     )
-    (copy / "versions" / "harel_sa_0009_boom.py").write_text(BOOM)
+    (copy / "versions" / "harel_sa_0011_boom.py").write_text(BOOM)
     return copy
 
 
@@ -148,6 +148,7 @@ REVISIONS = [
     ("harel_sa_0007", "harel_sa_0006"),
     ("harel_sa_0008", "harel_sa_0007"),
     ("harel_sa_0009", "harel_sa_0008"),
+    ("harel_sa_0010", "harel_sa_0009"),
 ]
 CRASHES = [
     (rev, down, k) for rev, down in REVISIONS for k in range(1, len(_statements_of(rev, down)) + 1)

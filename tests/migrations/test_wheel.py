@@ -87,7 +87,7 @@ def test_the_wheel_carries_the_environment_and_every_revision(dist: tuple[Path, 
         "harel_sa/web/templates/style.css",
         *(f"harel_sa/migrations/versions/{name}" for name in REVISIONS),
     } <= names
-    assert len(REVISIONS) == 9
+    assert len(REVISIONS) == 10
     assert not any(n.startswith(("migrations/", "tests/")) for n in names)
 
 

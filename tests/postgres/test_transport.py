@@ -451,7 +451,7 @@ def test_create_schema_false_checks_and_names_the_fix(pg_url: str) -> None:
     with pytest.raises(SchemaError, match="harel-sa db upgrade --url"):
         first_call(PostgresTransport(pg_url, create_schema=False))
     mig.upgrade(pg_url, revision="harel_sa_0004")
-    with pytest.raises(SchemaError, match="this harel_sa needs harel_sa_0009"):
+    with pytest.raises(SchemaError, match="this harel_sa needs harel_sa_0010"):
         first_call(PostgresTransport(pg_url, create_schema=False))
     PostgresTransport(pg_url).close()  # upgrades it, recording head where it was recorded
     assert mig.check(pg_url)
@@ -482,7 +482,7 @@ def test_transports_starting_together_do_not_race(pg_url: str) -> None:
     errors = in_threads(5, lambda: PostgresTransport(pg_url, prefix="jobs").close(), 60)
     assert errors == [] and mig.check(pg_url, prefix="jobs")
     assert sql(pg_url, f"SELECT version_num FROM {Names('jobs').version_table}") == [
-        ("harel_sa_0009",)
+        ("harel_sa_0010",)
     ]
 
 

@@ -98,9 +98,13 @@ def test_the_metadata_holds_the_design_tables_and_indexes() -> None:
     assert [c.name for c in periodic.c] == ["name", "tick_at"]
     assert [c.name for c in periodic.primary_key] == ["name"] and not periodic.indexes
     groups = md.tables["p_transport_groups"]
-    common = ["group_id", "last_claimed_at", "priority", "routing_key"]
+    common = ["group_id", "last_claimed_at", "priority", "routing_key", "max_in_flight"]
     assert [c.name for c in groups.c if on_dialect(c, "sqlite")] == common
     assert [c.name for c in groups.c if on_dialect(c, "postgresql")] == [*common, "arrival"]
+    # A group's limit (0010) on its row and on the rows that make it again; NULL: one at a time.
+    for table in ("p_transport_groups", "p_transport_scheduled", "p_transport_dead"):
+        limit = md.tables[table].c.max_in_flight
+        assert limit.nullable and limit.server_default is None, table
 
     def indexes(dialect: str) -> dict[str | None, list[str]]:
         return {
