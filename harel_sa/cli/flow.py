@@ -18,7 +18,7 @@ from harel_sa.cli.common import (
     open_queue,
     queue_target,
 )
-from harel_sa.cli.format import utc_time
+from harel_sa.present.format import utc_time
 
 
 def register(commands: Commands) -> None:

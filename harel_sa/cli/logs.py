@@ -14,7 +14,7 @@ import logging
 import sys
 from typing import TextIO
 
-from harel_sa.cli.format import utc_time
+from harel_sa.present.format import utc_time
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 FORMATS = ("text", "json")

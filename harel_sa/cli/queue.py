@@ -31,7 +31,7 @@ from harel_sa.cli.common import (
     queue_target,
     table,
 )
-from harel_sa.cli.format import (
+from harel_sa.present.format import (
     age,
     cleanup_rows,
     data_of,

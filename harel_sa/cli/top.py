@@ -12,13 +12,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from harel_sa.cli.common import OK, Commands, add_db_options, open_queue, queue_target
-from harel_sa.cli.format import age, cleanup_rows, due_rows, held_rows, utc_time
 from harel_sa.cli.progress import isatty
+from harel_sa.present.format import age, cleanup_rows, due_rows, held_rows, utc_time
+from harel_sa.present.rates import Rates, Window
 
 if TYPE_CHECKING:
     from harel_sa.models import Stats
@@ -39,36 +38,6 @@ def register(commands: Commands) -> None:
     p.add_argument("--iterations", metavar="N", type=int, help="stop after N refreshes")
     p.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
     p.set_defaults(func=cmd_top)
-
-
-@dataclass(frozen=True)
-class Rates:
-    """Messages per second into the queue (published) and out of it (acked, dead, purged)."""
-
-    seconds: float
-    published: float
-    settled: float
-
-
-class Window:
-    """The snapshots of the last ``seconds``, for rates."""
-
-    def __init__(self, seconds: float) -> None:
-
-        self.seconds = seconds
-        self._seen: deque[tuple[float, Stats]] = deque()
-
-    def add(self, when: float, stats: Stats) -> Rates | None:
-        self._seen.append((when, stats))
-        while len(self._seen) > 2 and when - self._seen[1][0] >= self.seconds:
-            self._seen.popleft()
-        first_at, first = self._seen[0]
-        span = when - first_at
-        if span <= 0:
-            return None  # one snapshot: no rate yet (rather than a division by ~0)
-        published = stats.published - first.published
-        settled = published - (stats.messages - first.messages)
-        return Rates(span, published / span, settled / span)
 
 
 def cmd_top(args: argparse.Namespace) -> int:

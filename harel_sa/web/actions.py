@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harel_sa.cli.format import plural
+from harel_sa.present.format import plural
 from harel_sa.web.view import pretty
 
 #: The most messages a confirmation counts (the action itself has no limit).

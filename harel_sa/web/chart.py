@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from harel_sa.cli.format import age
+from harel_sa.present.format import age
 
 #: How far back the chart reaches (seconds), and its drawing's size.
 SPAN = 600.0

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from harel_sa.cli.format import (
+from harel_sa.present.format import (
     age,
     cleanup_rows,
     decoded,
@@ -21,7 +21,7 @@ from harel_sa.cli.format import (
     target_words,
     utc_time,
 )
-from harel_sa.cli.top import Rates, Window
+from harel_sa.present.rates import Rates, Window
 from harel_sa.web.chart import Chart, History
 
 #: The oldest messages read to sum up the groups (a larger queue shows the groups of these).

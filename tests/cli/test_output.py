@@ -10,8 +10,8 @@ import re
 import sqlite3
 
 from harel_sa import Event, SqliteTransport
-from harel_sa.cli.format import age, plural, utc_time
 from harel_sa.cli.progress import ProgressBar
+from harel_sa.present.format import age, plural, utc_time
 from tests.cli.conftest import Cli, as_json
 
 LONG_KIND = "order.created.in.the.eu.warehouse.after.a.long.checkout"
