@@ -13,6 +13,7 @@ from typing import Any
 import ab
 import batches
 import cli_start
+import failover
 import flow
 import harel_peer
 import mechanisms
@@ -262,6 +263,7 @@ REPORTS: dict[str, tuple[Report, Report]] = {
     "scheduling": (scheduling.targets, scheduling.section),
     "flow": (flow.targets, flow.section),
     "start": (cli_start.targets, cli_start.section),
+    "failover": (failover.targets, failover.section),
     "mechanisms": (mechanisms.targets, mechanisms.section),
     "ab": (ab.targets, ab.section),
     "pressure": (pressure.targets, pressure.section),

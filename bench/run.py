@@ -36,6 +36,7 @@ import ab  # noqa: E402
 import batches  # noqa: E402
 import charts  # noqa: E402
 import cli_start  # noqa: E402
+import failover  # noqa: E402
 import flow  # noqa: E402
 import harel_peer  # noqa: E402
 import mechanisms  # noqa: E402
@@ -56,7 +57,7 @@ from common import Config  # noqa: E402
 WORKLOADS = (
     "w1", "w2", "w3", "w4", "w5", "w6", "w7", "fast", "batch", "cpu", "harel", "pg", "pooler",
     "upgrade", "outbox", "scheduling", "mechanisms", "pressure",
-    "pgprofile", "flow", "start",
+    "pgprofile", "flow", "start", "failover",
 )  # fmt: skip
 #: Run only when asked for (``--only ab``): it needs HAREL_SA_AB_BASE.
 ON_REQUEST = ("ab",)
@@ -185,6 +186,7 @@ def main(argv: list[str]) -> int:
         "scheduling": lambda: scheduling.run(cfg),
         "flow": lambda: flow.run(cfg),
         "start": lambda: cli_start.run(cfg),
+        "failover": lambda: failover.run(cfg),
         "mechanisms": lambda: mechanisms.run(cfg),
         "pressure": lambda: pressure.run(cfg),
         "pgprofile": lambda: pg_profile.run(cfg),

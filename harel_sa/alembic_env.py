@@ -18,6 +18,7 @@ from typing import Any
 from alembic.config import Config
 from alembic.util import CommandError
 from sqlalchemy import (
+    URL,
     Column,
     Connection,
     Engine,
@@ -26,7 +27,6 @@ from sqlalchemy import (
     NullPool,
     create_engine,
     event,
-    make_url,
 )
 
 from harel_sa.postgres.connect import CLIENT_ENCODING, is_postgresql, set_up
@@ -34,6 +34,7 @@ from harel_sa.postgres.startup import wait_for_turn
 from harel_sa.revision_state import PIPELINE, read
 from harel_sa.schema import DEFAULT_PREFIX, Names, metadata, migration_lock, on_dialect
 from harel_sa.sqlite.connection import sqlite_url
+from harel_sa.urls import parse
 
 PREFIX_OPTION = "harel_sa_prefix"
 #: ``Config.attributes`` key the revisions read: a downgrade that destroys rows goes on.
@@ -125,7 +126,10 @@ def migration_url(target: object) -> str:
     through psycopg 3 (``postgresql://`` and ``postgresql+psycopg://`` alike)."""
     if not is_postgresql(target):
         return sync_url(target)
-    url = target.url if isinstance(target, Engine) else make_url(target)  # type: ignore[arg-type]
+    if isinstance(target, Engine):
+        url = target.url
+    else:
+        url = target if isinstance(target, URL) else parse(str(target))
     return url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 
-from sqlalchemy import URL, Engine, make_url
+from sqlalchemy import URL, Engine
 from sqlalchemy.exc import ArgumentError
+
+from harel_sa.urls import parse
 
 #: What a credential is shown as.
 MASK = "***"
@@ -44,7 +46,7 @@ def display(target: object) -> str:
     if "://" not in target:  # a path, or a conninfo string
         return _CONNINFO_SECRET.sub(r"\1" + MASK, target)
     try:
-        url = make_url(target)
+        url = parse(target)
     except (ArgumentError, ValueError):  # a bad port is a ValueError
         url = None
     if url is None or "@" in (url.host or ""):

@@ -155,11 +155,12 @@ def database_url(url: str, database: str) -> str:
     return urlunsplit(("postgresql", parts.netloc, "/" + database, parts.query, ""))
 
 
-def start(settings: dict[str, str] | None = None) -> Cluster:
+def start(settings: dict[str, str] | None = None, port: int = PORT) -> Cluster:
     """The server of ``HAREL_SA_PG_URL``, or a new throw-away cluster (about a second).
 
     ``settings`` (``name: value`` as ``postgresql.conf`` spells them) are added to the new
-    cluster's configuration. Raises :class:`Unavailable` when PostgreSQL is not installed (or
+    cluster's configuration; ``port`` names its socket (and its TCP port, if ``settings``
+    open one). Raises :class:`Unavailable` when PostgreSQL is not installed (or
     cannot run here as root), :class:`StartError` when it is but the cluster does not start;
     nothing is left behind on failure.
     """
@@ -172,7 +173,7 @@ def start(settings: dict[str, str] | None = None) -> Cluster:
     user = _server_user()
     home = Path(tempfile.mkdtemp(prefix="harel-sa-pg-", dir=_temp_root(user)))
     cluster = Cluster(
-        f"postgresql://postgres@/postgres?host={home}&port={PORT}", home, folder, user
+        f"postgresql://postgres@/postgres?host={home}&port={port}", home, folder, user
     )
     try:
         if user is not None:
@@ -186,7 +187,7 @@ def start(settings: dict[str, str] | None = None) -> Cluster:
         conf = {
             **SETTINGS,
             "unix_socket_directories": f"'{home}'",
-            "port": str(PORT),
+            "port": str(port),
             **(settings or {}),
         }
         with (home / "data" / "postgresql.conf").open("a") as f:

@@ -214,13 +214,13 @@ def prefix(value: str) -> str:
 
 def _url_path(url: str) -> str | None:
     # ``url`` may be a conninfo string or a URL with a password: messages show it masked.
-    from sqlalchemy import make_url
     from sqlalchemy.exc import ArgumentError
 
     from harel_sa.redact import display
+    from harel_sa.urls import parse
 
     try:
-        parsed = make_url(url)
+        parsed = parse(url)
     except (ArgumentError, ValueError) as exc:  # a bad port is a ValueError
         raise CliError(f"not a database URL: {display(url)!r}") from exc
     if parsed.drivername not in ("sqlite", "sqlite+pysqlite"):

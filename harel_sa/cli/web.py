@@ -97,14 +97,14 @@ def _where(args: argparse.Namespace) -> Target:
 def redactor(api: str) -> Callable[[str], str]:
     """A function that masks the database ``api``'s passwords (``user:pw@``, ``?password=``,
     ``?sslpassword=``) wherever they appear in a text (an error the page or log shows)."""
-    from sqlalchemy import make_url
     from sqlalchemy.exc import ArgumentError
 
     from harel_sa.redact import MASK
+    from harel_sa.urls import parse
 
     secrets: list[str] = []
     try:
-        url = make_url(api) if "://" in api else None
+        url = parse(api) if "://" in api else None
     except (ArgumentError, ValueError):
         url = None
     if url is not None:

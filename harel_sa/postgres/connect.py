@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import URL, Engine, make_url
+from sqlalchemy import URL, Engine
 from sqlalchemy.exc import ArgumentError
 
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
@@ -13,6 +13,7 @@ from harel_sa.revision_state import State, read
 from harel_sa.rules import POOLERS as POOLERS
 from harel_sa.rules import Pooler as Pooler
 from harel_sa.schema import DEFAULT_PREFIX, Names
+from harel_sa.urls import libpq_hosts, parse
 
 #: The SQLAlchemy drivers whose URLs name a database psycopg can open as they are.
 DRIVERS = ("", "psycopg", "psycopg2", "psycopg_async", "asyncpg", "pg8000")
@@ -95,9 +96,10 @@ def is_postgresql(target: object) -> bool:
         return target.dialect.name == "postgresql"
     if isinstance(target, URL) or (isinstance(target, str) and "://" in target):
         try:
-            return make_url(target).get_backend_name() == "postgresql"
-        except ArgumentError:
+            url = target if isinstance(target, URL) else parse(target)
+        except (ArgumentError, ValueError):  # a bad port is a ValueError
             return False
+        return url.get_backend_name() == "postgresql"
     return False
 
 
@@ -109,7 +111,7 @@ def postgres_url(target: object) -> URL:
         url = target
     elif isinstance(target, str):
         try:
-            url = make_url(target)
+            url = parse(target)
         except (ArgumentError, ValueError):  # a bad port is a ValueError
             # Named as display shows it (a conninfo string given here holds its password), and
             # without the parser's text, which quotes the string as given.
@@ -132,15 +134,11 @@ def conninfo(target: object) -> str:
     from psycopg.conninfo import make_conninfo
 
     url = postgres_url(target)
-    params: dict[str, Any] = {
-        "host": url.host,
-        "port": url.port,
-        "user": url.username,
-        "password": url.password,
-        "dbname": url.database,
-    }
+    params: dict[str, Any] = {"user": url.username, "password": url.password}
+    params["dbname"] = url.database
     for key, value in url.query.items():
         params[key] = value if isinstance(value, str) else value[-1]
+    params.update(libpq_hosts(url))  # every host, in libpq's lists (a multi-host URL)
     params["client_encoding"] = CLIENT_ENCODING
     return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
 
@@ -148,13 +146,16 @@ def conninfo(target: object) -> str:
 def read_only(target: object) -> URL:
     """The URL of ``target`` whose every transaction is read-only
     (``default_transaction_read_only``, added to the URL's own ``options``): what the commands
-    that only look open, so they write nothing even as a role that may."""
+    that only look open, so they write nothing even as a role that may. A
+    ``target_session_attrs=read-write`` (the primary of a multi-host URL) becomes ``primary``:
+    the same server, which libpq's read-write check would refuse under that setting."""
     url = postgres_url(target)
     given = url.query.get("options") or ""
     options = given if isinstance(given, str) else " ".join(given)
-    return url.update_query_dict(
-        {"options": f"{options} -c default_transaction_read_only=on".strip()}
-    )
+    changed = {"options": f"{options} -c default_transaction_read_only=on".strip()}
+    if url.query.get("target_session_attrs") == "read-write":
+        changed["target_session_attrs"] = "primary"
+    return url.update_query_dict(changed)
 
 
 def read_state(

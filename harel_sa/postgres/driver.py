@@ -186,6 +186,12 @@ def lost(exc: BaseException, conn: Any | None) -> bool:
     )
 
 
+def standby(conn: Any | None) -> bool:
+    """Whether ``conn``'s server is a standby, as it reports itself (``in_hot_standby``,
+    PostgreSQL 14 and later; an older one is not known to be)."""
+    return conn is not None and conn.info.parameter_status("in_hot_standby") == "on"
+
+
 def translate(exc: psycopg.Error, conn: Any | None, where: str) -> HarelSAError:
     """The typed error for a psycopg error: :class:`~harel_sa.BusyError` for a lock or
     statement timeout (and deadlock or serialization victims), :class:`~harel_sa.
@@ -202,6 +208,11 @@ def translate(exc: psycopg.Error, conn: Any | None, where: str) -> HarelSAError:
         # psycopg's refusal to send a text holding NUL, before anything reached the server.
         return InvalidArgumentError(f"PostgreSQL cannot store a text holding NUL (\\x00): {text}")
     if isinstance(exc, pg.ReadOnlySqlTransaction):
+        if standby(conn):
+            return ReadOnlyError(
+                f"{where} is a standby (in recovery): writes go to the primary; give its URL, "
+                f"or every host with target_session_attrs=read-write ({exc.sqlstate})"
+            )
         return ReadOnlyError(f"{where} refuses writes: {text} ({exc.sqlstate})")
     state = getattr(exc, "sqlstate", None)
     return StorageError(f"{text} ({state})" if state else text)

@@ -182,15 +182,19 @@ def test_a_bad_max_in_flight_raises_before_anything_is_written(
     assert read(db, f"SELECT count(*) FROM {N.groups}") == [(0,)]
 
 
-@pytest.mark.parametrize("odd", ["0", "-3", "NULL"])
-def test_a_value_another_program_wrote_below_two_is_one_at_a_time(
-    open_queue: OpenQueue, db: str, clock: FakeClock, odd: str
-) -> None:
-    q = open_queue(db, clock=clock)
+def only_the_first_starts_after(q: Any, db: str, odd: str) -> None:
+    """A group of 3 at once whose row another program set to ``odd``: one at a time."""
     for i in range(3):
         q.publish("g", ev(f"m{i}"), max_in_flight=3)
     write(db, f"UPDATE {N.groups} SET max_in_flight = {odd}")
     assert kinds(claims(q)) == ["m0"]
+
+
+@pytest.mark.parametrize("odd", ["0", "-3", "NULL"])
+def test_a_value_another_program_wrote_below_two_is_one_at_a_time(
+    open_queue: OpenQueue, db: str, clock: FakeClock, odd: str
+) -> None:
+    only_the_first_starts_after(open_queue(db, clock=clock), db, odd)
 
 
 @pytest.mark.sqlite_file
@@ -198,11 +202,7 @@ def test_a_value_another_program_wrote_below_two_is_one_at_a_time(
 def test_a_value_sqlite_holds_that_is_no_integer_is_one_at_a_time(
     open_queue: OpenQueue, db: str, clock: FakeClock, odd: str
 ) -> None:
-    q = open_queue(db, clock=clock)
-    for i in range(3):
-        q.publish("g", ev(f"m{i}"), max_in_flight=3)
-    write(db, f"UPDATE {N.groups} SET max_in_flight = {odd}")
-    assert kinds(claims(q)) == ["m0"]
+    only_the_first_starts_after(open_queue(db, clock=clock), db, odd)
 
 
 def test_a_huge_value_another_program_wrote_is_the_largest_allowed(

@@ -9,8 +9,6 @@ handled exactly once, and ``solo`` in publish order.
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
 import time
 from collections import Counter
@@ -22,8 +20,8 @@ import pytest
 
 from harel_sa import Event, PostgresTransport, SqliteTransport
 from harel_sa.schema import Names
-from tests import forkserver
 from tests.processes import flow_bodies
+from tests.processes.running import wait_for, worker_processes
 
 MAIL, SOLO, OTHER = 1200, 60, 200
 MESSAGES = Names().messages
@@ -46,13 +44,6 @@ def handled(logs: list[Path]) -> list[tuple[int, float]]:
     return [(int(seq), float(at)) for seq, at in lines]
 
 
-def wait_for(predicate: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
 def test_a_pause_holds_across_worker_processes(
     dialect: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -69,34 +60,25 @@ def test_a_pause_holds_across_worker_processes(
     for m in q.peek(limit=MAIL + SOLO):
         seqs["mail" if m.group_id.startswith("m") else "solo"].add(m.seq)
 
-    ctx = forkserver.context()
     logs = [tmp_path / f"worker{i}.log" for i in range(len(KINDS))]
-    workers = [
-        ctx.Process(target=flow_bodies.work, args=(target, str(log), aio, batch))  # type: ignore[attr-defined]
-        for log, (aio, batch) in zip(logs, KINDS, strict=True)
-    ]
-    for w in workers:
-        w.start()
     try:
-        wait_for(lambda: len(handled(logs)) >= 100)
-        assert q.pause(routing_key="mail") and q.pause(group_id="solo")
-        unclaimed = unclaimed_seqs(target) & (seqs["mail"] | seqs["solo"])
-        assert len(unclaimed) > 100  # the pause came half-way
-        q.publish_many([(f"o{i}", Event(kind="other")) for i in range(OTHER)])
-        wait_for(lambda: len({s for s, _ in handled(logs)} - seqs["mail"] - seqs["solo"]) >= OTHER)
-        time.sleep(0.5)
-        still = unclaimed_seqs(target)
-        assert unclaimed <= still  # nothing of theirs was claimed while paused
-        assert not unclaimed & {s for s, _ in handled(logs)}
-        assert q.resume(routing_key="mail") and q.resume(group_id="solo")
-        wait_for(lambda: len(handled(logs)) >= MAIL + SOLO + OTHER)
-        time.sleep(0.3)
+        with worker_processes(flow_bodies.work, target, logs, KINDS):
+            wait_for(lambda: len(handled(logs)) >= 100)
+            assert q.pause(routing_key="mail") and q.pause(group_id="solo")
+            unclaimed = unclaimed_seqs(target) & (seqs["mail"] | seqs["solo"])
+            assert len(unclaimed) > 100  # the pause came half-way
+            q.publish_many([(f"o{i}", Event(kind="other")) for i in range(OTHER)])
+            wait_for(
+                lambda: len({s for s, _ in handled(logs)} - seqs["mail"] - seqs["solo"]) >= OTHER
+            )
+            time.sleep(0.5)
+            still = unclaimed_seqs(target)
+            assert unclaimed <= still  # nothing of theirs was claimed while paused
+            assert not unclaimed & {s for s, _ in handled(logs)}
+            assert q.resume(routing_key="mail") and q.resume(group_id="solo")
+            wait_for(lambda: len(handled(logs)) >= MAIL + SOLO + OTHER)
+            time.sleep(0.3)
     finally:
-        for w in workers:
-            if w.pid is not None:
-                os.kill(w.pid, signal.SIGTERM)
-        for w in workers:
-            w.join(30)
         q.close()
     done = handled(logs)
     counts = Counter(s for s, _ in done)

@@ -10,8 +10,6 @@ more than 3 (or 1) are leased at once, and 3 at once did happen. Every message i
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
 import time
 from collections import Counter, defaultdict
@@ -24,9 +22,9 @@ import pytest
 from harel_sa import Event, PostgresTransport, SqliteTransport
 from harel_sa.rules import PARKED
 from harel_sa.schema import Names
-from tests import forkserver
 from tests.processes import flow_bodies
-from tests.processes.test_flow import KINDS, handled, wait_for
+from tests.processes.running import wait_for, worker_processes
+from tests.processes.test_flow import KINDS, handled
 
 WIDE, NARROW, EACH = 6, 6, 40  # groups of 3 at once, groups of 1, messages in each
 M = Names().messages
@@ -84,23 +82,12 @@ def test_max_in_flight_holds_across_worker_processes(
     q.publish_many(wide, max_in_flight=3)
     q.publish_many([(f"n{g}", Event(kind="narrow")) for _ in range(EACH) for g in range(NARROW)])
     total = (WIDE + NARROW) * EACH
-    ctx = forkserver.context()
     logs = [tmp_path / f"worker{i}.log" for i in range(len(KINDS))]
-    workers = [
-        ctx.Process(target=flow_bodies.work, args=(target, str(log), aio, batch))  # type: ignore[attr-defined]
-        for log, (aio, batch) in zip(logs, KINDS, strict=True)
-    ]
-    for w in workers:
-        w.start()
     try:
-        wait_for(lambda: len(handled(logs)) >= total, timeout=120)
-        time.sleep(0.3)
+        with worker_processes(flow_bodies.work, target, logs, KINDS):
+            wait_for(lambda: len(handled(logs)) >= total, timeout=120)
+            time.sleep(0.3)
     finally:
-        for w in workers:
-            if w.pid is not None:
-                os.kill(w.pid, signal.SIGTERM)
-        for w in workers:
-            w.join(30)
         q.close()
     counts = Counter(seq for seq, _ in handled(logs))
     assert len(counts) == total and set(counts.values()) == {1}
