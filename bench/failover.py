@@ -107,16 +107,14 @@ def targets(w: dict[str, Any]) -> list[Row]:
             f"{fmt(w['handled'])} s",
             verdict(med(w["handled"]) <= GOAL),
         ),
-        ("promotion to the first publish returned", f"{fmt(w['published'])} s", ""),
+        ("to the first publish returned", f"{fmt(w['published'])} s", ""),
     ]
 
 
 def section(w: dict[str, Any]) -> list[str]:
     return summary(
         "Failover (issue 59)",
-        "A primary crashes under load and its synchronous standby is promoted; one `Worker` "
-        "and a producer on the multi-host URL, default settings. The time is the pool's next "
-        "connection attempt finding the promoted server (libpq's read-write check), then a "
-        "claim (the worker polls; its LISTEN is not yet re-established at once).",
+        "A primary crashes under load; its synchronous standby is promoted. One `Worker`, one "
+        "producer, multi-host URL, defaults: the pool's next connect, then a poll.",
         targets(w),
     )

@@ -145,8 +145,8 @@ def targets(w: dict[str, Any]) -> list[Row]:
 def section(w: dict[str, Any]) -> list[str]:
     return summary(
         "The batching AsyncWorker on one CPU (issue 16)",
-        "The batch workload's batching workers, free or held to one CPU (where the hop into"
-        f" aiosqlite's thread wakes no other CPU); the hop alone, with {_ms(HOP_WORK)} of work.",
+        "Batching workers free or held to one CPU; the hop into aiosqlite's thread alone, with"
+        f" {_ms(HOP_WORK)} of work.",
         targets(w),
     )
 

@@ -715,11 +715,10 @@ def section(w: dict[str, Any]) -> list[str]:
     versions = w["versions"]
     return summary(
         "8. PostgreSQL anchors (issues 15 and 16)",
-        f"PostgreSQL {w['server']['server_version'].split()[0]} beside the workers."
+        f"PostgreSQL {w['server']['server_version'].split()[0]}."
         f" {d['n']:,} messages over {d['groups']:,} groups drained by 1, 2, 4 processes in turns;"
-        " plain psycopg baselines: the design's SQL, harel_sa's (same-SQL); peers: harel"
-        f" {versions['harel']}, pgqueuer {versions['pgqueuer']} (batched; job queues: see"
-        " Under pressure). Checks (each once, in order):"
+        " psycopg baselines: the design's SQL, harel_sa's (same-SQL); peers: harel"
+        f" {versions['harel']}, pgqueuer {versions['pgqueuer']} (batched). Checks:"
         f" {checks_cell(every)}.",
         [*targets(w), stranded],
         f"![PostgreSQL drains against worker processes]({PG_PNG})",
