@@ -5,9 +5,10 @@ with no delay, ``release``) sends ``pg_notify`` on :func:`channel` in its own tr
 notification means a committed message (PostgreSQL delivers it at commit, never for a
 rolled-back one). A transport's ``wait_for_messages(timeout)`` waits up to ``timeout`` on the
 socket of one listening connection of its own, outside the pool: :class:`Listener` (threads)
-and :class:`AsyncListener` (tasks) differ only in how they wait. A waiter whose connection broke,
-or that is behind a pooler (:class:`~harel_sa.postgres.wire.ServerSession`), sleeps out its
-timeout: the worker then falls back to its poll interval.
+and :class:`AsyncListener` (tasks) differ only in how they wait. A waiter whose connection broke
+connects again every :data:`RECONNECT` seconds (a failover's new primary is heard as soon as it
+takes connections); one behind a pooler (:class:`~harel_sa.postgres.wire.ServerSession`)
+sleeps out its timeout: the worker then falls back to its poll interval.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ import psycopg
 from harel_sa.postgres.compiled import channel
 from harel_sa.postgres.wire import ServerSession
 from harel_sa.schema import Names
+
+#: How often a waiter whose listening connection broke tries to connect again.
+RECONNECT = 0.25
 
 
 def heard(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
@@ -92,12 +96,10 @@ class Listener:
             self.close()
             time.sleep(timeout)
             return False
+        deadline = time.monotonic() + timeout
         try:
             if self._conn is None:
-                self._conn = psycopg.connect(self._conninfo, autocommit=True)
-                self._conn.execute(self._listen)
-                return True
-            deadline = time.monotonic() + timeout
+                return self._connect()
             # The socket may turn readable with something else than a notification: go on.
             while not heard(self._conn):
                 left = deadline - time.monotonic()
@@ -107,8 +109,21 @@ class Listener:
             return True
         except (psycopg.Error, OSError):
             self.close()
-            time.sleep(timeout)
-            return False
+        # Broken, or not made: again every RECONNECT seconds until the deadline.
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(RECONNECT, left))
+            try:
+                return self._connect()
+            except (psycopg.Error, OSError):
+                self.close()
+        return False
+
+    def _connect(self) -> bool:
+        """A new listening connection; ``True``: a wake, as what was published while none
+        listened went unheard."""
+        self._conn = psycopg.connect(self._conninfo, autocommit=True)
+        self._conn.execute(self._listen)
+        return True
 
     def close(self) -> None:
         conn, self._conn = self._conn, None
@@ -151,12 +166,10 @@ class AsyncListener:
             await self.close()
             await asyncio.sleep(timeout)
             return False
+        deadline = time.monotonic() + timeout
         try:
             if self._conn is None:
-                self._conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
-                await self._conn.execute(self._listen)
-                return True
-            deadline = time.monotonic() + timeout
+                return await self._connect()
             while not heard(self._conn):
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -165,8 +178,18 @@ class AsyncListener:
             return True
         except (psycopg.Error, OSError):
             await self.close()
-            await asyncio.sleep(timeout)
-            return False
+        while (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(RECONNECT, left))
+            try:
+                return await self._connect()
+            except (psycopg.Error, OSError):
+                await self.close()
+        return False
+
+    async def _connect(self) -> bool:
+        self._conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        await self._conn.execute(self._listen)
+        return True
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None

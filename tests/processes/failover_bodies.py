@@ -14,8 +14,14 @@ from harel_sa import AsyncWorker, Event, Lease, Worker
 OPTIONS: dict[str, Any] = {"concurrency": 4, "visibility": 30.0, "poll_interval": 0.05}
 
 
-def work(url: str, log: str, asynchronous: bool, batch: int) -> None:
+def idle_work(url: str, log: str, asynchronous: bool, batch: int) -> None:
+    """:func:`work` polling only every 30 s: what it handles sooner, a wake-up brought."""
+    work(url, log, asynchronous, batch, poll_interval=30.0)
+
+
+def work(url: str, log: str, asynchronous: bool, batch: int, poll_interval: float = 0.05) -> None:
     """Run until SIGTERM."""
+    options = {**OPTIONS, "poll_interval": poll_interval}
     logging.basicConfig(filename=log + ".stderr", level=logging.WARNING)
     out = open(log, "a", buffering=1)  # noqa: SIM115 - open for the process's life
 
@@ -33,7 +39,7 @@ def work(url: str, log: str, asynchronous: bool, batch: int) -> None:
         async def main() -> None:
             transport = await AsyncPostgresTransport.create(url)
             try:
-                await AsyncWorker(transport, ahandle, batch=batch, **OPTIONS).run()
+                await AsyncWorker(transport, ahandle, batch=batch, **options).run()
             finally:
                 await transport.close()
 
@@ -43,7 +49,7 @@ def work(url: str, log: str, asynchronous: bool, batch: int) -> None:
 
         transport = PostgresTransport(url)
         try:
-            Worker(transport, handle, batch=batch, **OPTIONS).run()
+            Worker(transport, handle, batch=batch, **options).run()
         finally:
             transport.close()
     out.close()

@@ -99,3 +99,33 @@ def test_a_promoted_standby_loses_nothing_that_returned(tmp_path: Path, synchron
     finally:
         standby.stop()
         primary.stop()
+
+
+def test_an_idle_worker_hears_the_new_primary_without_its_poll(tmp_path: Path) -> None:
+    # An AsyncWorker that polls every 30 s (its wait for a message is one wait, where the
+    # threads' Worker listens in slices of 0.1 s): a message published after the promotion
+    # starts long before that, since the listening connection is made again on the new
+    # primary (and counts as a wake-up) as soon as it takes connections.
+    primary, standby = failover.pair(synchronous=True)
+    try:
+        primary.execute('CREATE DATABASE "queue"')
+        url = failover.url(primary, standby, "queue")
+        q = PostgresTransport(url)
+        logs = [tmp_path / "worker.log"]
+        try:
+            with worker_processes(failover_bodies.idle_work, url, logs, [(True, 1)]):
+                publish(q, 0)
+                wait_for(lambda: len(handled(logs)) == 1, 20)
+                time.sleep(1.0)  # idle, listening
+                failover.fail_over(primary, standby)
+                promoted = time.monotonic()
+                publish(q, 1)
+                wait_for(lambda: len(handled(logs)) == 2, 20)
+                took = time.monotonic() - promoted
+                print(f"handled {took:.2f} s after the promotion")
+                assert took < 10.0
+        finally:
+            q.close()
+    finally:
+        standby.stop()
+        primary.stop()
