@@ -37,6 +37,8 @@ _COUNTS = {
     "failed": "Handlers that raised an error (retried after the backoff, or dead-lettered).",
     "retried": "Handlers that raised Retry (or nacked their lease themselves).",
     "dead_lettered": "Messages the worker moved to the dead table.",
+    "dead_at_claim": "Messages the worker's claims moved to the dead table (undecodable, or "
+    "delivered max_deliveries times).",
     "lost": "Leases found lost (an extend, ack or nack that returned False).",
     "released": "Leases given back with nack(0) when stopping.",
 }
@@ -45,8 +47,8 @@ _SECONDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.
 
 class WorkerMetrics(Observer):
     """A worker's counters and histograms in ``registry``; pass it as ``observer=``. Counters
-    of what the worker did (``harel_sa_worker_<what>_total`` for claimed, succeeded, failed,
-    retried, dead_lettered, lost, released) and histograms of handler durations and claim
+    of what the worker did (``harel_sa_worker_<what>_total`` for each field of
+    :class:`~harel_sa.worker.WorkerStats`) and histograms of handler durations and claim
     latencies."""
 
     def __init__(self, registry: CollectorRegistry) -> None:

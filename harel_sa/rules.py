@@ -72,13 +72,19 @@ def exhausted(deliveries: int, max_deliveries: int | None) -> str | None:
 WARN_BURST, WARN_WINDOW = 10, 10.0
 _warned = {"since": 0.0, "logged": 0, "left_out": 0}
 _warned_lock = threading.Lock()
+#: Messages claims moved to the dead table, by the claiming worker's id, not yet taken: only
+#: for the ids a running worker counts (:func:`count_dead_at_claim`).
+_dead_at_claim: dict[str, int] = {}
 
 
-def warn_dead_at_claim(seq: int, group_id: str, reason: str) -> None:
-    """Log (WARNING) that a claim moved the head ``seq`` of ``group_id`` to the dead table
-    instead of leasing it: a worker whose every claim finds undecodable rows says so. The
-    reason's first line only (a validation error's next lines quote the event's data)."""
+def warn_dead_at_claim(seq: int, group_id: str, reason: str, worker_id: str) -> None:
+    """Log (WARNING) that a claim by ``worker_id`` moved the head ``seq`` of ``group_id`` to
+    the dead table instead of leasing it: a worker whose every claim finds undecodable rows
+    says so, and counts them (:func:`take_dead_at_claim`). The reason's first line only (a
+    validation error's next lines quote the event's data)."""
     with _warned_lock:
+        if worker_id in _dead_at_claim:
+            _dead_at_claim[worker_id] += 1
         now = time.monotonic()
         if now - _warned["since"] >= WARN_WINDOW:
             _warned.update(since=now, logged=0)
@@ -88,6 +94,30 @@ def warn_dead_at_claim(seq: int, group_id: str, reason: str) -> None:
         _warned["logged"] += 1
         left_out, _warned["left_out"] = _warned["left_out"], 0
     more = f" ({left_out} more left out of this log before)" if left_out else ""
+    _log_dead_at_claim(seq, group_id, reason, more)
+
+
+def count_dead_at_claim(worker_id: str, counting: bool) -> int:
+    """Start (``counting``) or end counting the messages claims by ``worker_id`` dead-letter;
+    how many there were since the last call (:func:`take_dead_at_claim`)."""
+    with _warned_lock:
+        taken = _dead_at_claim.pop(worker_id, 0)
+        if counting:
+            _dead_at_claim[worker_id] = 0
+        return taken
+
+
+def take_dead_at_claim(worker_id: str) -> int:
+    """How many messages claims by ``worker_id`` dead-lettered since the last time asked."""
+    if not _dead_at_claim.get(worker_id):  # the common case, without the lock
+        return 0
+    with _warned_lock:
+        taken = _dead_at_claim[worker_id]
+        _dead_at_claim[worker_id] = 0
+        return taken
+
+
+def _log_dead_at_claim(seq: int, group_id: str, reason: str, more: str) -> None:
     log.warning(
         "claim dead-lettered seq %d of group %r: %s%s",
         seq,

@@ -1,11 +1,10 @@
 """Waiting for a message without polling: ``LISTEN`` on the prefix's channel.
 
-Every operation that makes a message claimable now (``publish``, ``publish_many``, ``nack``
-with no delay, ``release``) sends ``pg_notify`` on :func:`channel` in its own transaction, so a
-notification means a committed message (PostgreSQL delivers it at commit, never for a
-rolled-back one). A transport's ``wait_for_messages(timeout)`` waits up to ``timeout`` on the
-socket of one listening connection of its own, outside the pool: :class:`Listener` (threads)
-and :class:`AsyncListener` (tasks) differ only in how they wait. A waiter whose connection broke
+Every operation that makes a message claimable now (``publish``, ``nack`` with no delay,
+``release``...) sends ``pg_notify`` on :func:`channel` in its transaction: a notification means
+a committed message. A transport's ``wait_for_messages(timeout)`` waits up to ``timeout`` on one
+listening connection of its own, outside the pool: :class:`Listener` (threads) and
+:class:`AsyncListener` (tasks) differ only in how they wait. A waiter whose connection broke
 connects again every :data:`RECONNECT` seconds (a failover's new primary is heard as soon as it
 takes connections); one behind a pooler (:class:`~harel_sa.postgres.wire.ServerSession`)
 sleeps out its timeout: the worker then falls back to its poll interval.

@@ -297,7 +297,7 @@ def _claim_many(
                     yield _untake(st, after)
                 yield from _bury(st, clock, seq, locks[i], error, 1)
                 yield Query(st.untouch, {"group_id": group_id, "before": row[4]})
-                warn_dead_at_claim(seq, group_id, error)
+                warn_dead_at_claim(seq, group_id, error, worker_id)
                 break
             leases.append(Lease(seq, group_id, event, worker_id, taken[i], deliveries))
         else:
@@ -373,7 +373,7 @@ def _claim(
             raise
         if error is not None:
             yield from _bury(st, clock, seq, locked_by, error, 1)
-            warn_dead_at_claim(seq, group_id, error)
+            warn_dead_at_claim(seq, group_id, error, spec.worker_id)
             yield Query(st.untouch, {"group_id": group_id, "before": before})
             continue
         return Lease(seq, group_id, event, spec.worker_id, token, deliveries)

@@ -195,7 +195,7 @@ def _claim(
             continue
         lease = _lease_of(row, spec)
         if isinstance(lease, str):
-            _set_aside(conn, statements, now, row, lease)
+            _set_aside(conn, statements, now, row, lease, spec.worker_id)
             continue
         # _hold's statements for one row, without its loop (a single claim's hot path)
         conn.execute(statements.mark_claimed(1), (now, row[5]))
@@ -227,13 +227,14 @@ def _lease_of(row: Any, spec: ClaimSpec) -> Lease[Any] | str:
 
 
 def _set_aside(
-    conn: sqlite3.Connection, statements: Statements, now: float, row: Any, why: str
+    conn: sqlite3.Connection, statements: Statements, now: float, row: Any, why: str, by: str
 ) -> None:
-    """What a claim does with a row it does not lease: a group row without messages is
-    deleted (with its empty successors), a message is moved to the dead table with ``why``."""
+    """What a claim (by worker ``by``) does with a row it does not lease: a group row without
+    messages is deleted (with its empty successors), a message is moved to the dead table with
+    ``why``."""
     if why:
         move_to_dead_letters(conn, statements, row[0], now, why)
-        warn_dead_at_claim(row[0], row[1].decode(errors="replace"), why)
+        warn_dead_at_claim(row[0], row[1].decode(errors="replace"), why, by)
     else:
         conn.execute(statements.drop_empty_groups, {"last_claimed_at": row[4], "grow": row[5]})
 

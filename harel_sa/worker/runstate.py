@@ -23,6 +23,7 @@ from harel_sa.errors import (
     TransportClosedError,
 )
 from harel_sa.events import Lease
+from harel_sa.rules import count_dead_at_claim, take_dead_at_claim
 from harel_sa.settlements import How
 from harel_sa.worker.operations import RETRIED, Ack, Bury, Done, Nack, Settle, Verdict
 from harel_sa.worker.options import WorkerOptions
@@ -44,7 +45,9 @@ class WorkerStats:
     was retried after the backoff, or dead-lettered at its last delivery). ``retried``:
     handlers that raised :class:`~harel_sa.Retry` (or nacked their lease themselves).
     ``dead_lettered``: messages this run moved to the dead table (:class:`~harel_sa.DeadLetter`,
-    the last delivery failing, or the handler's own ``dead_letter``). ``lost``: leases found
+    the last delivery failing, or the handler's own ``dead_letter``). ``dead_at_claim``:
+    messages its claims moved there instead of leasing them (an event that does not decode,
+    one delivered ``max_deliveries`` times already). ``lost``: leases found
     lost (an extend, ack, nack or dead-letter that returned ``False``). ``released``: leases
     given back with ``nack(0)`` at the end of the grace, or after a handler's
     ``KeyboardInterrupt``/``SystemExit``.
@@ -55,6 +58,7 @@ class WorkerStats:
     failed: int = 0
     retried: int = 0
     dead_lettered: int = 0
+    dead_at_claim: int = 0
     lost: int = 0
     released: int = 0
 
@@ -87,8 +91,9 @@ class RunState:
         self.on_stop: Callable[[], None] = _nothing  # the driver's wake-up (and the batcher's)
 
     def started(self, database: str, prefix: str, kind: str) -> None:
-        """The INFO line every run starts with."""
+        """The INFO line every run starts with; from now on its claims' dead letters count."""
         o = self.options
+        count_dead_at_claim(o.worker_id, True)
         log.info(
             "worker %s started (%s) on %s, prefix %s: %s",
             o.worker_id,
@@ -162,6 +167,7 @@ class RunState:
 
     def finish(self) -> None:
         """The run is over: nothing more is claimed, settled or extended."""
+        self._count("dead_at_claim", count_dead_at_claim(self.options.worker_id, False))
         with self.lock:
             self.done = True
         log.info(
@@ -201,6 +207,7 @@ class RunState:
         may free a group, and PostgreSQL's claim skips the groups another slot's ack has locked.
         """
         self.unreserve()
+        self._count("dead_at_claim", take_dead_at_claim(self.options.worker_id))
         with self.lock:
             if self.stopping or (self.until_empty and not self._held):
                 return None
@@ -308,6 +315,8 @@ class RunState:
         from now on; ``unclaimed`` reserved claims are given back. One section under the lock."""
         lost = [lease for lease, ok in zip(acks, took, strict=True) if not ok]
         succeeded = len(acks) - len(lost)
+        if dead := take_dead_at_claim(self.options.worker_id):
+            self._count("dead_at_claim", dead)
         held = {lease.token: lease for lease in claimed}
         with self.lock:
             if self._budget is not None:

@@ -90,6 +90,7 @@ def test_without_it_each_message_dead_lettered_is_a_warning_naming_it(project: P
     assert len(warnings) == 2, done.stderr
     assert "claim dead-lettered seq 1 of group 'order-1': undecodable event" in warnings[0]
     assert "o-1" not in done.stderr  # the event's data stays in the dead table
+    assert "claimed=0" in done.stderr and "dead_at_claim=2" in done.stderr  # the stopped line
     assert left(project) == (0, 2)
 
 

@@ -18,7 +18,7 @@ def test_a_burst_is_logged_then_counted_until_the_window_ends(
     monkeypatch.setattr(rules, "_warned", {"since": 0.0, "logged": 0, "left_out": 0})
     caplog.set_level("WARNING", "harel_sa")
     for seq in range(rules.WARN_BURST + 5):
-        rules.warn_dead_at_claim(seq, "g", "undecodable event: bad\n  input_value=secret")
+        rules.warn_dead_at_claim(seq, "g", "undecodable event: bad\n  input_value=secret", "w")
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == rules.WARN_BURST
     assert all("secret" not in line for line in lines)
@@ -26,10 +26,10 @@ def test_a_burst_is_logged_then_counted_until_the_window_ends(
         "undecodable event: bad"
     )
     now[0] += rules.WARN_WINDOW - 0.1  # still the same window: counted, not logged
-    rules.warn_dead_at_claim(99, "g", "why")
+    rules.warn_dead_at_claim(99, "g", "why", "w")
     assert len(caplog.records) == rules.WARN_BURST
     now[0] += 0.2  # a new window: logged, with what was left out
-    rules.warn_dead_at_claim(100, "g", "why")
+    rules.warn_dead_at_claim(100, "g", "why", "w")
     assert caplog.records[-1].getMessage() == (
         "claim dead-lettered seq 100 of group 'g': why (6 more left out of this log before)"
     )
