@@ -19,6 +19,7 @@ from harel_sa.async_transports import AsyncTransport
 from harel_sa.cancels import Finished, settled
 from harel_sa.errors import TransportClosedError, made_by_create
 from harel_sa.events import E, Event, Lease
+from harel_sa.postgres import outages
 from harel_sa.postgres.backend import PostgresBackend
 from harel_sa.postgres.connect import Pooler, display, set_up_async
 from harel_sa.postgres.driver import arun, no_connection, run_again, translate
@@ -54,6 +55,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
         self._sessions: Sessions[AsyncConnection] = Sessions()
         self._target = target
         self._pool_size = settings.size
+        self._pool_name = settings.name
         self._pooler = settings.pooler
         self._where = display(target)
         self._listener = AsyncListener(settings.conninfo, options.names, settings.server)
@@ -87,6 +89,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
                 await set_up_async(conn, settings.lock_timeout_ms, settings.pooler)
             )
             conn.wire = Wire(conn, settings.server)
+            outages.connected(settings.name)
 
         arguments = settings.arguments(configure, AsyncConnection)
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(**arguments)
@@ -198,6 +201,7 @@ class AsyncPostgresTransport(AsyncTransport[E]):
             for returned in self._sessions.close():
                 await pool.putconn(returned.connection)
             await pool.close()
+            outages.forget(self._pool_name)
 
 
 async def _put_back(

@@ -19,6 +19,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from harel_sa import validate
 from harel_sa.errors import TransportClosedError
 from harel_sa.events import E, Event
+from harel_sa.postgres import outages
 from harel_sa.postgres.backend import PostgresBackend
 from harel_sa.postgres.connect import Pooler, checked_pooler, conninfo, display, set_up
 from harel_sa.postgres.driver import ADAPTERS, no_connection, run, run_again, translate
@@ -97,6 +98,7 @@ class PostgresTransport(Transport[E]):
         def configure(conn: Connection) -> None:
             settings.server.check(set_up(conn, settings.lock_timeout_ms, settings.pooler))
             conn.wire = Wire(conn, settings.server)
+            outages.connected(settings.name)
 
         pool: ConnectionPool[Any] = ConnectionPool(**settings.arguments(configure, Connection))
         try:
@@ -105,6 +107,7 @@ class PostgresTransport(Transport[E]):
             pool.close()
             raise no_connection(exc, None, self._where) from exc
         self._pool = pool
+        self._pool_name = settings.name
         self._pool_size = settings.size
         self._sessions: Sessions[Connection] = Sessions()
         self._listener = Listener(settings.conninfo, options.names, settings.server)
@@ -184,6 +187,7 @@ class PostgresTransport(Transport[E]):
             for returned in self._sessions.close():
                 pool.putconn(returned.connection)
             pool.close()
+            outages.forget(self._pool_name)
 
 
 def options_of(
@@ -241,7 +245,7 @@ def pool_settings(
         conninfo=conninfo(url),
         size=validate.count("pool_size", pool_size),
         lock_timeout_ms=int(options.busy_timeout * 1000),
-        name=f"harel_sa:{options.names.prefix}",
+        name=outages.watch(options.names.prefix, display(url)),
         busy_timeout=options.busy_timeout,
         pooler=checked,
         server=ServerSession(checked),

@@ -89,6 +89,10 @@ def test_a_promoted_standby_loses_nothing_that_returned(tmp_path: Path, synchron
                 assert stats(url)["messages"] == 0  # on the promoted standby
         finally:
             q.close()
+        for log in logs:  # one line of harel_sa's for the outage, none of psycopg's pool
+            said = Path(f"{log}.stderr").read_text()
+            assert "psycopg.pool" not in said, said
+            assert said.count(" went away (") == 1, said
         firsts: dict[str, list[int]] = defaultdict(list)
         for kind, _ in sorted(handled(logs), key=lambda h: h[1]):
             i = int(kind)
