@@ -5,13 +5,15 @@
 :class:`~tests.pg_cluster.Cluster` with its own directory, watchdog and teardown. ``url``
 names both in libpq's multi-host form with ``target_session_attrs=read-write``: the one that
 is the primary. :func:`fail_over` stops the primary at once (``pg_ctl stop -m immediate``, as
-a crash) and promotes the standby.
+a crash) and promotes the standby; :func:`rejoin` makes the crashed one a standby of the new
+primary (a fresh base backup on its own port), for the way back.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import socket
 import tempfile
 from pathlib import Path
@@ -56,9 +58,29 @@ def _standby(primary: Cluster, port: int) -> Cluster:
     if user is not None:
         entry = pwd.getpwnam(user)
         os.chown(home, entry.pw_uid, entry.pw_gid)
+    _follow(primary, standby)
+    standby._watchdog = pg_cluster._watch(primary.bindir, home, user)
+    pg_cluster._pg_ctl(standby, "start")
+    return standby
+
+
+def rejoin(old: Cluster, new: Cluster) -> None:
+    """``old`` (stopped: the crashed primary) comes back as a standby of ``new``, on its own
+    port and directory, from a fresh base backup (what it wrote after the crash is gone)."""
+    assert old.home is not None
+    shutil.rmtree(old.home / "data")
+    _follow(new, old)
+    pg_cluster._pg_ctl(old, "start")
+
+
+def _follow(primary: Cluster, standby: Cluster) -> None:
+    """``standby``'s data: a base backup of ``primary``, set to stream from it."""
+    assert primary.bindir is not None and primary.home is not None and standby.home is not None
+    user, home, port = primary.user, standby.home, _port(standby)
     source = f"host={primary.home} port={_port(primary)} user=postgres"
+    backup = ["-D", home / "data", "-R", "-X", "stream", "-c", "fast", "-d", source]
     pg_cluster._run(
-        [primary.bindir / "pg_basebackup", "-D", home / "data", "-R", "-X", "stream", "-d", source],
+        [primary.bindir / "pg_basebackup", *backup],
         user,
         "pg_basebackup",
     )
@@ -67,9 +89,6 @@ def _standby(primary: Cluster, port: int) -> Cluster:
             f"port = {port}\nunix_socket_directories = '{home}'\n"
             "listen_addresses = '127.0.0.1'\nsynchronous_standby_names = ''\n"
         )
-    standby._watchdog = pg_cluster._watch(primary.bindir, home, user)
-    pg_cluster._pg_ctl(standby, "start")
-    return standby
 
 
 def _port(cluster: Cluster) -> int:

@@ -24,6 +24,7 @@ import pytest
 
 from harel_sa import Event, HarelSAError, PostgresTransport
 from tests import failover
+from tests.pg_cluster import Cluster
 from tests.processes import failover_bodies
 from tests.processes.running import wait_for, worker_processes
 
@@ -34,6 +35,12 @@ KINDS = [(False, 1), (True, 8)]  # (asyncio, batch)
 def handled(logs: list[Path]) -> list[tuple[str, float]]:
     lines = [ln.split() for log in logs if log.exists() for ln in log.read_text().splitlines()]
     return [(kind, float(at)) for kind, at in lines]
+
+
+def every_one_up(logs: list[Path]) -> bool:
+    """Each worker has handled a message: its transport is open (a process still opening one
+    when the primary crashes fails to start, as any program would)."""
+    return all(log.exists() and log.read_text() for log in logs)
 
 
 def stats(url: str) -> dict[str, object]:
@@ -72,7 +79,7 @@ def test_a_promoted_standby_loses_nothing_that_returned(tmp_path: Path, synchron
             with worker_processes(failover_bodies.work, url, logs, KINDS) as workers:
                 for i in range(MESSAGES // 3):
                     publish(q, i)
-                wait_for(lambda: len(handled(logs)) >= MESSAGES // 6, 60)
+                wait_for(lambda: len(handled(logs)) >= MESSAGES // 6 and every_one_up(logs), 60)
                 assert stats(url)["dead"] == 0
                 failover.fail_over(primary, standby)
                 promoted = time.time()
@@ -133,3 +140,46 @@ def test_an_idle_worker_hears_the_new_primary_without_its_poll(tmp_path: Path) -
     finally:
         standby.stop()
         primary.stop()
+
+
+def caught_up(standby: Cluster) -> bool:
+    """Whether ``standby`` replayed the table its primary made to mark a point."""
+    import psycopg
+
+    with psycopg.connect(standby.url, autocommit=True) as conn:
+        return conn.execute("SELECT to_regclass('caught_up') IS NOT NULL").fetchone() == (True,)
+
+
+def test_the_old_primary_comes_back_as_a_standby_and_takes_over_again(tmp_path: Path) -> None:
+    # Over and back: the standby takes over; the crashed primary rejoins as its standby (a
+    # fresh base backup); then the new primary crashes and the old one is promoted again. The
+    # workers and the producer stay on the same multi-host URL throughout.
+    first, second = failover.pair(synchronous=True)
+    try:
+        first.execute('CREATE DATABASE "queue"')
+        url = failover.url(first, second, "queue")
+        q = PostgresTransport(url)
+        logs = [tmp_path / f"worker{i}.log" for i in range(len(KINDS))]
+        try:
+            with worker_processes(failover_bodies.work, url, logs, KINDS) as workers:
+                for i in range(100):
+                    publish(q, i)
+                wait_for(lambda: every_one_up(logs), 60)
+                failover.fail_over(first, second)
+                for i in range(100, 200):
+                    publish(q, i)
+                failover.rejoin(first, second)
+                second.execute("CREATE TABLE caught_up AS SELECT 1 AS n")
+                wait_for(lambda: caught_up(first), 60)
+                failover.fail_over(second, first)
+                for i in range(200, 300):
+                    publish(q, i)
+                owed = {str(i) for i in range(300)}
+                wait_for(lambda: {k for k, _ in handled(logs)} >= owed, 120)
+                assert all(w.is_alive() for w in workers)
+                wait_for(lambda: q.stats().messages == 0, 30)
+        finally:
+            q.close()
+    finally:
+        second.stop()
+        first.stop()
