@@ -25,7 +25,8 @@ from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Event, Lease
 from harel_sa.outbox_plans import Clauses, Plan, adrive, drive, plan_for, sync_executor
 from harel_sa.schema import DEFAULT_PREFIX, Names
-from harel_sa.seam import Query, message_row, message_rows, publish_due, publish_options
+from harel_sa.seam import Query, publish_due, publish_options
+from harel_sa.validate import message_row, message_rows
 
 # The ORM and the asyncio extension cost an import of their own: only an application that
 # uses them can hand their objects over, so the checks look for them where it loaded them.

@@ -10,27 +10,26 @@ every transport checks its arguments with the very same code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from harel_sa import flow, traces, validate
+from harel_sa import flow, validate
 from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import E, Lease
 from harel_sa.models import DeadMessage, Limit, Pause, QueuedMessage, Stats
 from harel_sa.periodic import Periodic
 from harel_sa.schema import MAX_PRIORITY, Names
+from harel_sa.validate import Row as Row  # the backends' name for it
+from harel_sa.validate import message_row, message_rows
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 S = TypeVar("S")
 Clock = Callable[[], float]
 Synchronous = Literal["FULL", "NORMAL"]
-#: A message to publish: ``(group_id, event_json, priority, routing_key, max_in_flight)``; the
-#: last is ``None`` for 1 (one at a time), as the group row stores it.
-Row = tuple[str, str, int, str | None, int | None]
 #: When a scheduled message is due: ``(at, delay)``, the epoch instant ``at`` (the transport's
 #: clock; PostgreSQL's server clock), else ``delay`` seconds after the backend's "now".
 Due = tuple[float | None, float]
@@ -53,50 +52,6 @@ class ClaimSpec:
     routing_keys: tuple[str, ...]
     max_deliveries: int | None
     claims_nothing: bool = False
-
-
-def message_row(
-    event_type: type[BaseModel],
-    group_id: object,
-    event: object,
-    priority: object,
-    routing_key: object,
-    max_in_flight: object = 1,
-) -> Row:
-    """One message to publish, validated (every backend's publish)."""
-    return (
-        validate.group_id(group_id),
-        traces.stamp(validate.event(event, event_type), event_type),
-        validate.priority("priority", priority),
-        validate.routing_key(routing_key),
-        validate.in_flight("max_in_flight", max_in_flight),
-    )
-
-
-def message_rows(
-    event_type: type[BaseModel],
-    items: object,
-    priority: object,
-    routing_key: object,
-    max_in_flight: object = 1,
-) -> list[Row]:
-    """``(group_id, event)`` pairs to publish together, all validated before any is sent
-    (the priority, routing key and max_in_flight first, once for every item)."""
-    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
-        raise InvalidArgumentTypeError("items must be an iterable of (group_id, event) pairs")
-    level = validate.priority("priority", priority)
-    key = validate.routing_key(routing_key)
-    at_once = validate.in_flight("max_in_flight", max_in_flight)
-    group_id, event = validate.group_id, validate.event
-    rows = []
-    for item in items:
-        if not (isinstance(item, tuple) and len(item) == 2):
-            raise InvalidArgumentTypeError(
-                f"each item must be a (group_id, event) tuple, not {item!r:.80}"
-            )
-        json = traces.stamp(event(item[1], event_type), event_type)
-        rows.append((group_id(item[0]), json, level, key, at_once))
-    return rows
 
 
 def publish_due(delay: object, not_before: object) -> Due | None:

@@ -22,6 +22,7 @@ from harel_sa.errors import InvalidArgumentError, InvalidArgumentTypeError
 from harel_sa.events import Lease
 from harel_sa.rules import MAX_IN_FLIGHT, MAX_PRIORITY
 from harel_sa.rules import MAX_LIMIT as MAX_LIMIT  # a bound the callers quote from here
+from harel_sa.traces import stamp
 
 #: The longest id an argument may give, in bytes of UTF-8: PostgreSQL's btree index entries hold
 #: at most about 2,700 bytes, and each of its indexes on ids holds one id beside a few numbers (a
@@ -325,3 +326,46 @@ def leases(value: object) -> tuple[Lease[BaseModel], ...]:
         if not isinstance(item, Lease):
             lease(item)  # raises
     return items
+
+
+#: A message to publish: ``(group_id, event_json, priority, routing_key, max_in_flight)``; the
+#: last is ``None`` for 1 (one at a time), as the group row stores it.
+Row = tuple[str, str, int, str | None, int | None]
+
+
+def message_row(
+    event_type: type[BaseModel],
+    group: object,
+    body: object,
+    level: object,
+    key: object,
+    at_once: object = 1,
+) -> Row:
+    """One message to publish (group id, event, priority, routing key, max_in_flight),
+    validated: every backend's publish."""
+    return (
+        group_id(group),
+        stamp(event(body, event_type), event_type),
+        priority("priority", level),
+        routing_key(key),
+        in_flight("max_in_flight", at_once),
+    )
+
+
+def message_rows(
+    event_type: type[BaseModel], items: object, level: object, key: object, at_once: object = 1
+) -> list[Row]:
+    """``(group_id, event)`` pairs to publish together, all validated before any is sent
+    (the priority, routing key and max_in_flight first, once for every item)."""
+    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+        raise InvalidArgumentTypeError("items must be an iterable of (group_id, event) pairs")
+    group = (priority("priority", level), routing_key(key), in_flight("max_in_flight", at_once))
+    rows = []
+    for item in items:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise InvalidArgumentTypeError(
+                f"each item must be a (group_id, event) tuple, not {item!r:.80}"
+            )
+        json = stamp(event(item[1], event_type), event_type)
+        rows.append((group_id(item[0]), json, *group))
+    return rows
