@@ -16,6 +16,8 @@ import pwd
 import shutil
 import socket
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests import pg_cluster
@@ -46,6 +48,19 @@ def pair(*, synchronous: bool) -> tuple[Cluster, Cluster]:
         primary.stop()
         raise
     return primary, standby
+
+
+@contextmanager
+def queue_pair(*, synchronous: bool) -> Iterator[tuple[Cluster, Cluster, str]]:
+    """:func:`pair` with a database ``queue`` made on the primary (the standby replays it):
+    the primary, the standby and :func:`url` of ``queue``; both servers stopped after."""
+    primary, standby = pair(synchronous=synchronous)
+    try:
+        primary.execute('CREATE DATABASE "queue"')
+        yield primary, standby, url(primary, standby, "queue")
+    finally:
+        standby.stop()
+        primary.stop()
 
 
 def _standby(primary: Cluster, port: int) -> Cluster:

@@ -18,15 +18,10 @@ from tests.pg_cluster import Cluster
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[Cluster, Cluster]]:
-    primary, standby = failover.pair(synchronous=True)
-    try:
-        primary.execute('CREATE DATABASE "queue"')
+    with failover.queue_pair(synchronous=True) as (primary, standby, _):
         with PostgresTransport(primary.url_for("queue")) as q:
             q.publish("g", Event(kind="one"))
         yield primary, standby
-    finally:
-        standby.stop()
-        primary.stop()
 
 
 def harel_sa(*args: str) -> subprocess.CompletedProcess[str]:

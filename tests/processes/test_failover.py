@@ -69,47 +69,40 @@ def publish(q: PostgresTransport, i: int) -> None:
 
 @pytest.mark.parametrize("synchronous", [True, False], ids=["synchronous", "asynchronous"])
 def test_a_promoted_standby_loses_nothing_that_returned(tmp_path: Path, synchronous: bool) -> None:
-    primary, standby = failover.pair(synchronous=synchronous)
-    try:
-        primary.execute('CREATE DATABASE "queue"')
-        url = failover.url(primary, standby, "queue")
-        q = PostgresTransport(url)
-        logs = [tmp_path / f"worker{i}.log" for i in range(len(KINDS))]
-        try:
-            with worker_processes(failover_bodies.work, url, logs, KINDS) as workers:
-                for i in range(MESSAGES // 3):
-                    publish(q, i)
-                wait_for(lambda: len(handled(logs)) >= MESSAGES // 6 and every_one_up(logs), 60)
-                assert stats(url)["dead"] == 0
-                failover.fail_over(primary, standby)
-                promoted = time.time()
-                for i in range(MESSAGES // 3, MESSAGES):
-                    publish(q, i)
-                # Synchronous: every publish that returned; asynchronous: those after the crash.
-                first = 0 if synchronous else MESSAGES // 3
-                owed = {str(i) for i in range(first, MESSAGES)}
-                wait_for(lambda: {k for k, _ in handled(logs)} >= owed, 120)
-                assert all(w.is_alive() for w in workers), "a worker exited on the failover"
-                after = [at for _, at in handled(logs) if at > promoted]
-                print(f"first message handled {min(after) - promoted:.2f} s after the promotion")
-                wait_for(lambda: q.stats().messages == 0, 30)
-                assert stats(url)["messages"] == 0  # on the promoted standby
-        finally:
-            q.close()
-        for log in logs:  # one line of harel_sa's for the outage, none of psycopg's pool
-            said = Path(f"{log}.stderr").read_text()
-            assert "psycopg.pool" not in said, said
-            assert said.count(" went away (") == 1, said
-        firsts: dict[str, list[int]] = defaultdict(list)
-        for kind, _ in sorted(handled(logs), key=lambda h: h[1]):
-            i = int(kind)
-            if i not in firsts[f"g{i % GROUPS}"]:
-                firsts[f"g{i % GROUPS}"].append(i)
-        for group, order in firsts.items():
-            assert order == sorted(order), group
-    finally:
-        standby.stop()
-        primary.stop()
+    logs = [tmp_path / f"worker{i}.log" for i in range(len(KINDS))]
+    with (
+        failover.queue_pair(synchronous=synchronous) as (primary, standby, url),
+        PostgresTransport(url) as q,
+        worker_processes(failover_bodies.work, url, logs, KINDS) as workers,
+    ):
+        for i in range(MESSAGES // 3):
+            publish(q, i)
+        wait_for(lambda: len(handled(logs)) >= MESSAGES // 6 and every_one_up(logs), 60)
+        assert stats(url)["dead"] == 0
+        failover.fail_over(primary, standby)
+        promoted = time.time()
+        for i in range(MESSAGES // 3, MESSAGES):
+            publish(q, i)
+        # Synchronous: every publish that returned; asynchronous: those after the crash.
+        first = 0 if synchronous else MESSAGES // 3
+        owed = {str(i) for i in range(first, MESSAGES)}
+        wait_for(lambda: {k for k, _ in handled(logs)} >= owed, 120)
+        assert all(w.is_alive() for w in workers), "a worker exited on the failover"
+        after = [at for _, at in handled(logs) if at > promoted]
+        print(f"first message handled {min(after) - promoted:.2f} s after the promotion")
+        wait_for(lambda: q.stats().messages == 0, 30)
+        assert stats(url)["messages"] == 0  # on the promoted standby
+    for log in logs:  # one line of harel_sa's for the outage, none of psycopg's pool
+        said = Path(f"{log}.stderr").read_text()
+        assert "psycopg.pool" not in said, said
+        assert said.count(" went away (") == 1, said
+    firsts: dict[str, list[int]] = defaultdict(list)
+    for kind, _ in sorted(handled(logs), key=lambda h: h[1]):
+        i = int(kind)
+        if i not in firsts[f"g{i % GROUPS}"]:
+            firsts[f"g{i % GROUPS}"].append(i)
+    for group, order in firsts.items():
+        assert order == sorted(order), group
 
 
 def test_an_idle_worker_hears_the_new_primary_without_its_poll(tmp_path: Path) -> None:
@@ -117,29 +110,22 @@ def test_an_idle_worker_hears_the_new_primary_without_its_poll(tmp_path: Path) -
     # threads' Worker listens in slices of 0.1 s): a message published after the promotion
     # starts long before that, since the listening connection is made again on the new
     # primary (and counts as a wake-up) as soon as it takes connections.
-    primary, standby = failover.pair(synchronous=True)
-    try:
-        primary.execute('CREATE DATABASE "queue"')
-        url = failover.url(primary, standby, "queue")
-        q = PostgresTransport(url)
-        logs = [tmp_path / "worker.log"]
-        try:
-            with worker_processes(failover_bodies.idle_work, url, logs, [(True, 1)]):
-                publish(q, 0)
-                wait_for(lambda: len(handled(logs)) == 1, 20)
-                time.sleep(1.0)  # idle, listening
-                failover.fail_over(primary, standby)
-                promoted = time.monotonic()
-                publish(q, 1)
-                wait_for(lambda: len(handled(logs)) == 2, 20)
-                took = time.monotonic() - promoted
-                print(f"handled {took:.2f} s after the promotion")
-                assert took < 10.0
-        finally:
-            q.close()
-    finally:
-        standby.stop()
-        primary.stop()
+    logs = [tmp_path / "worker.log"]
+    with (
+        failover.queue_pair(synchronous=True) as (primary, standby, url),
+        PostgresTransport(url) as q,
+        worker_processes(failover_bodies.idle_work, url, logs, [(True, 1)]),
+    ):
+        publish(q, 0)
+        wait_for(lambda: len(handled(logs)) == 1, 20)
+        time.sleep(1.0)  # idle, listening
+        failover.fail_over(primary, standby)
+        promoted = time.monotonic()
+        publish(q, 1)
+        wait_for(lambda: len(handled(logs)) == 2, 20)
+        took = time.monotonic() - promoted
+        print(f"handled {took:.2f} s after the promotion")
+        assert took < 10.0
 
 
 def caught_up(standby: Cluster) -> bool:
@@ -154,32 +140,25 @@ def test_the_old_primary_comes_back_as_a_standby_and_takes_over_again(tmp_path: 
     # Over and back: the standby takes over; the crashed primary rejoins as its standby (a
     # fresh base backup); then the new primary crashes and the old one is promoted again. The
     # workers and the producer stay on the same multi-host URL throughout.
-    first, second = failover.pair(synchronous=True)
-    try:
-        first.execute('CREATE DATABASE "queue"')
-        url = failover.url(first, second, "queue")
-        q = PostgresTransport(url)
-        logs = [tmp_path / f"worker{i}.log" for i in range(len(KINDS))]
-        try:
-            with worker_processes(failover_bodies.work, url, logs, KINDS) as workers:
-                for i in range(100):
-                    publish(q, i)
-                wait_for(lambda: every_one_up(logs), 60)
-                failover.fail_over(first, second)
-                for i in range(100, 200):
-                    publish(q, i)
-                failover.rejoin(first, second)
-                second.execute("CREATE TABLE caught_up AS SELECT 1 AS n")
-                wait_for(lambda: caught_up(first), 60)
-                failover.fail_over(second, first)
-                for i in range(200, 300):
-                    publish(q, i)
-                owed = {str(i) for i in range(300)}
-                wait_for(lambda: {k for k, _ in handled(logs)} >= owed, 120)
-                assert all(w.is_alive() for w in workers)
-                wait_for(lambda: q.stats().messages == 0, 30)
-        finally:
-            q.close()
-    finally:
-        second.stop()
-        first.stop()
+    logs = [tmp_path / f"worker{i}.log" for i in range(len(KINDS))]
+    with (
+        failover.queue_pair(synchronous=True) as (first, second, url),
+        PostgresTransport(url) as q,
+        worker_processes(failover_bodies.work, url, logs, KINDS) as workers,
+    ):
+        for i in range(100):
+            publish(q, i)
+        wait_for(lambda: every_one_up(logs), 60)
+        failover.fail_over(first, second)
+        for i in range(100, 200):
+            publish(q, i)
+        failover.rejoin(first, second)
+        second.execute("CREATE TABLE caught_up AS SELECT 1 AS n")
+        wait_for(lambda: caught_up(first), 60)
+        failover.fail_over(second, first)
+        for i in range(200, 300):
+            publish(q, i)
+        owed = {str(i) for i in range(300)}
+        wait_for(lambda: {k for k, _ in handled(logs)} >= owed, 120)
+        assert all(w.is_alive() for w in workers)
+        wait_for(lambda: q.stats().messages == 0, 30)
